@@ -1,0 +1,155 @@
+/**
+ * The container's configuration: one schema over the environment, read once at start-up.
+ *
+ * Every option says its default and what it affects. A bad value stops start-up with one
+ * message that names each bad variable and what it accepts (exit code 2, no stack trace).
+ * Defaults that mirror the infrastructure come from lib/timing.ts, the same functions the
+ * CDK stack uses to set them, so a local run and a deployed task behave alike.
+ */
+import { z } from 'zod';
+import {
+  ALB_DEFAULT_IDLE_TIMEOUT_SECONDS,
+  ECS_DEFAULT_STOP_TIMEOUT_SECONDS,
+  keepAliveTimeoutMs,
+  shutdownTimeoutMs,
+} from '../lib/timing.js';
+import { DEFAULT_METRICS_NAMESPACE } from '../lib/metrics.js';
+import { UsageError } from './errors.js';
+
+/** Node's default http requestTimeout; headersTimeout and keepAliveTimeout must stay under it. */
+export const NODE_REQUEST_TIMEOUT_MS = 300_000;
+/** The ALB accepts idle timeouts up to 4,000 s, so no sane keep-alive exceeds this. */
+const MAX_KEEP_ALIVE_TIMEOUT_MS = keepAliveTimeoutMs(4_000);
+
+const int = (what: string, min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, { message: `accepts a whole number ${what}` })
+    .transform(Number)
+    .pipe(z.number().int().min(min, { message: `accepts ${min} to ${max} ${what}` }).max(max, { message: `accepts ${min} to ${max} ${what}` }));
+
+const bool = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .pipe(z.enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'accepts true or false' }))
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const postgresUrl = z
+  .string()
+  .trim()
+  .refine((v) => {
+    try {
+      return ['postgres:', 'postgresql:'].includes(new URL(v).protocol);
+    } catch {
+      return false;
+    }
+  }, { message: 'accepts a postgres:// or postgresql:// URL' });
+
+const optional = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (v === '' ? undefined : v), schema.optional());
+
+const schema = z.object({
+  /** Postgres connection URL. When unset, the DB_* fields below are used (ECS injects them from the database secret). */
+  DATABASE_URL: optional(postgresUrl),
+  /** Database host, port, name, user and password: the fields of an RDS secret, injected by ECS as secrets. */
+  DB_HOST: optional(z.string().min(1)),
+  DB_PORT: optional(int('(a TCP port)', 1, 65_535)),
+  DB_NAME: optional(z.string().min(1)),
+  DB_USER: optional(z.string().min(1)),
+  DB_PASSWORD: optional(z.string()),
+  /** TLS to the database: off, no-verify (encrypt only), or verify (encrypt and check the server's certificate). */
+  DB_SSL: z.enum(['off', 'no-verify', 'verify'], { message: 'accepts off, no-verify or verify' }).default('off'),
+  /** Connections in the pool; a worker's lock holds one of them for as long as it leads. */
+  DB_POOL_MAX: int('(connections)', 2, 1_000).default(10),
+
+  /** The HTTP port. */
+  PORT: int('(a TCP port, 0 for any free one)', 0, 65_535).default(3000),
+  /** pino level. */
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
+      message: 'accepts fatal, error, warn, info, debug, trace or silent',
+    })
+    .default('info'),
+  /** The whole drain's deadline, SIGTERM to exit. Derived from stopTimeout in the stack; locally from ECS's default stopTimeout. */
+  SHUTDOWN_TIMEOUT_MS: int('(milliseconds)', 1, 120_000).default(shutdownTimeoutMs(ECS_DEFAULT_STOP_TIMEOUT_SECONDS)),
+  /** How long /readyz answers 503 before the listener closes, for load balancers that still route meanwhile. */
+  PRE_STOP_DELAY_MS: int('(milliseconds)', 0, 120_000).default(0),
+  /** How long an idle keep-alive socket stays open; must exceed the load balancer's idle timeout. */
+  KEEP_ALIVE_TIMEOUT_MS: int('(milliseconds)', 1, MAX_KEEP_ALIVE_TIMEOUT_MS).default(keepAliveTimeoutMs(ALB_DEFAULT_IDLE_TIMEOUT_SECONDS)),
+  /** Largest JSON body accepted, in bytes. */
+  BODY_LIMIT_BYTES: int('(bytes)', 1, 10 * 1024 * 1024).default(100 * 1024),
+  /** Turns on GET /debug/sleep, for the shutdown tests and benchmarks. Never in production. */
+  ENABLE_DEBUG_ROUTES: bool.default(false),
+  /** Runs the in-process background workers (each one leads on one replica at a time). */
+  ENABLE_WORKERS: bool.default(true),
+  /** Period of the usage-summary refresh worker. */
+  USAGE_SUMMARY_REFRESH_MS: int('(milliseconds)', 100, 86_400_000).default(60_000),
+
+  /** How often a running job records its heartbeat and progress. */
+  HEARTBEAT_INTERVAL_MS: int('(milliseconds)', 100, 3_600_000).default(15_000),
+  /** CloudWatch namespace of the jobs' EMF metrics; the stack's alarms read the same one. */
+  METRICS_NAMESPACE: z.string().trim().min(1, { message: 'accepts a non-empty CloudWatch namespace' }).default(DEFAULT_METRICS_NAMESPACE),
+  /** SNS topic for job failure alerts. Unset locally: the alert is logged instead. */
+  ALERT_TOPIC_ARN: optional(z.string().trim().regex(/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]+$/, { message: 'accepts an SNS topic ARN (arn:aws:sns:<region>:<account>:<name>)' })),
+  /** Where weekly-export writes its CSV locally (and stages it before an upload). */
+  EXPORT_DIR: z.string().trim().min(1).default('.exports'),
+  /** S3 bucket for weekly-export; unset means local files only. */
+  EXPORT_BUCKET: optional(z.string().trim().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, { message: 'accepts an S3 bucket name' })),
+});
+
+export type Config = z.infer<typeof schema> & {
+  /** node-postgres connection settings derived from DATABASE_URL or the DB_* fields. */
+  readonly database: DatabaseSettings;
+  /** http.Server headersTimeout: must exceed keepAliveTimeout or idle sockets time out first. */
+  readonly headersTimeoutMs: number;
+  /** http.Server requestTimeout: must be at least headersTimeout. */
+  readonly requestTimeoutMs: number;
+};
+
+export interface DatabaseSettings {
+  readonly connectionString?: string;
+  readonly host?: string;
+  readonly port?: number;
+  readonly database?: string;
+  readonly user?: string;
+  readonly password?: string;
+  readonly ssl: false | { rejectUnauthorized: boolean };
+}
+
+/** Reads and validates the configuration; throws a UsageError naming every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => {
+      const name = String(issue.path[0]);
+      const value = env[name];
+      return `  ${name}=${value === undefined ? '(unset)' : JSON.stringify(value)}: ${issue.message}`;
+    });
+    throw new UsageError(`Invalid configuration:\n${lines.join('\n')}`, 'CONFIG_INVALID');
+  }
+  const c = parsed.data;
+  const problems: string[] = [];
+  const fields = { DB_HOST: c.DB_HOST, DB_NAME: c.DB_NAME, DB_USER: c.DB_USER };
+  const missing = Object.entries(fields).filter(([, v]) => v === undefined).map(([k]) => k);
+  if (c.DATABASE_URL === undefined && missing.length > 0) {
+    problems.push(`  DATABASE_URL=(unset): accepts a postgres:// URL; or set all of DB_HOST, DB_NAME, DB_USER and DB_PASSWORD (missing ${missing.join(', ')})`);
+  }
+  if (c.PRE_STOP_DELAY_MS >= c.SHUTDOWN_TIMEOUT_MS) {
+    problems.push(`  PRE_STOP_DELAY_MS=${c.PRE_STOP_DELAY_MS}: accepts less than SHUTDOWN_TIMEOUT_MS (${c.SHUTDOWN_TIMEOUT_MS}), or the drain has no time left`);
+  }
+  if (problems.length > 0) throw new UsageError(`Invalid configuration:\n${problems.join('\n')}`, 'CONFIG_INVALID');
+
+  const ssl = c.DB_SSL === 'off' ? false : { rejectUnauthorized: c.DB_SSL === 'verify' };
+  const database: DatabaseSettings =
+    c.DATABASE_URL !== undefined
+      ? { connectionString: c.DATABASE_URL, ssl }
+      : { host: c.DB_HOST!, port: c.DB_PORT ?? 5432, database: c.DB_NAME!, user: c.DB_USER!, password: c.DB_PASSWORD ?? '', ssl };
+  const headersTimeoutMs = c.KEEP_ALIVE_TIMEOUT_MS + 1_000;
+  return {
+    ...c,
+    database,
+    headersTimeoutMs,
+    requestTimeoutMs: Math.max(NODE_REQUEST_TIMEOUT_MS, headersTimeoutMs),
+  };
+}

@@ -1,0 +1,41 @@
+/**
+ * Holds the local embedded Postgres for `npm start` and the operator scripts.
+ *
+ * The launcher starts this in its own process group, so the terminal's Ctrl-C reaches the
+ * API (which drains) but not Postgres; the launcher stops Postgres after the API has exited.
+ * If the launcher dies, the IPC channel closes and Postgres is stopped all the same.
+ */
+import pg from 'pg';
+import { startEmbeddedPostgres } from './embedded-postgres.js';
+
+const dataDir = process.env.LOCAL_PG_DATA_DIR ?? '.data/postgres';
+const port = Number(process.env.LOCAL_PG_PORT ?? 54329);
+const database = process.env.LOCAL_PG_DATABASE ?? 'app';
+
+async function main(): Promise<void> {
+  const handle = await startEmbeddedPostgres({ dataDir, port, persistent: true });
+  const admin = new pg.Client(handle.url());
+  await admin.connect();
+  const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
+  if (!rowCount) await admin.query(`CREATE DATABASE "${database}"`);
+  await admin.end();
+
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    await handle.stop();
+    process.exit(0);
+  };
+  process.on('message', (m) => m === 'stop' && void stop());
+  process.on('disconnect', () => void stop());
+  process.on('SIGTERM', () => void stop());
+  // Ctrl-C in the terminal is not for us (we are in our own process group), but ignore it all the same.
+  process.on('SIGINT', () => {});
+  process.send?.({ url: handle.url(database), dataDir, port });
+}
+
+main().catch((err: unknown) => {
+  process.send?.({ error: err instanceof Error ? err.message : String(err ?? 'Postgres failed to start') });
+  process.exit(1);
+});

@@ -1,0 +1,63 @@
+/**
+ * The container's one entry.
+ *
+ *   node dist/app/main.js                      runs the HTTP API
+ *   node dist/app/main.js <job> [flags]        runs one scheduled job and exits
+ *   node dist/app/main.js migrate              applies the migrations and exits
+ *
+ * Exit codes (app/errors.ts): 0 ok, 1 failure, 2 usage error, 3 job interrupted.
+ */
+import { JOBS } from '../lib/jobs.js';
+import { loadConfig } from './config.js';
+import { UsageError, EXIT } from './errors.js';
+import { createLogger, flushLogs, printError } from './logger.js';
+
+const COMMANDS = ['migrate'] as const;
+
+export function usage(): string {
+  return [
+    'Usage: node dist/app/main.js                 run the HTTP API',
+    '       node dist/app/main.js <job> [--scheduled-time ISO] [--force]   run one job and exit',
+    '       node dist/app/main.js migrate         apply the database migrations and exit',
+    '',
+    `Jobs: ${JOBS.map((j) => j.name).join(', ')}`,
+  ].join('\n');
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  if (command === '--help' || command === '-h') {
+    process.stdout.write(`${usage()}\n`);
+    return;
+  }
+  if (command !== undefined && !COMMANDS.includes(command as (typeof COMMANDS)[number]) && !JOBS.some((j) => j.name === command)) {
+    throw new UsageError(
+      `Unknown job "${command}". Known jobs: ${JOBS.map((j) => j.name).join(', ')} (or the command: ${COMMANDS.join(', ')}).\n\n${usage()}`,
+      'UNKNOWN_JOB',
+    );
+  }
+  const config = loadConfig();
+  if (command === undefined) {
+    const { runServer } = await import('./server.js');
+    await runServer(config);
+  } else if (command === 'migrate') {
+    const { runMigrate } = await import('./server.js');
+    await runMigrate(config);
+  } else {
+    const { runJobCommand } = await import('./jobs/cli.js');
+    await runJobCommand(command, rest, config);
+  }
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof UsageError) {
+    printError(err.message);
+    process.exitCode = EXIT.usage;
+    return;
+  }
+  // Start-up failed before a shutdown coordinator took charge (database down, migration failed).
+  const logger = createLogger(process.env.LOG_LEVEL ?? 'info');
+  logger.fatal({ err: (err as Error)?.message, stack: (err as Error)?.stack }, `start-up failed: ${(err as Error)?.message ?? String(err)}`);
+  flushLogs();
+  process.exit(EXIT.failure);
+});

@@ -1,0 +1,63 @@
+/**
+ * Server mode: migrate, serve the API, run the background workers, and drain on SIGTERM.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createApi } from './api.js';
+import type { Config } from './config.js';
+import { createPool, type Pool } from './db.js';
+import { DrainableServer } from './http-server.js';
+import { createLogger, flushLogs, type Logger } from './logger.js';
+import { migrate } from './migrate.js';
+import { ShutdownCoordinator, type ShutdownStep } from './shutdown.js';
+import { Workers, usageSummaryTask } from './workers.js';
+
+export async function runServer(config: Config): Promise<void> {
+  const logger = createLogger(config.LOG_LEVEL, { mode: 'server' });
+  const shutdown = new ShutdownCoordinator({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS, logger }).install();
+  const pool = createPool(config.database, { role: 'api', max: config.DB_POOL_MAX, logger });
+  const workers = new Workers(pool, logger, config.ENABLE_WORKERS ? [usageSummaryTask(config.USAGE_SUMMARY_REFRESH_MS)] : []);
+  const http = new DrainableServer(createApi({ pool, logger, config, isDraining: () => shutdown.draining }), config);
+
+  shutdown
+    .add({
+      name: 'readiness',
+      // /readyz already answers 503 (the coordinator is draining); give the load balancer time to notice.
+      run: (signal) => sleep(config.PRE_STOP_DELAY_MS, undefined, { signal }).catch(() => undefined),
+      pending: () => `PRE_STOP_DELAY_MS (${config.PRE_STOP_DELAY_MS} ms) to pass`,
+    })
+    .add(http.shutdownStep())
+    .add(workers.shutdownStep())
+    .add(poolStep(pool));
+
+  await migrate(pool, logger);
+  if (shutdown.draining) return;
+  const address = await http.listen(config.PORT);
+  workers.start();
+  logger.info(
+    { port: address.port, keepAliveTimeoutMs: config.KEEP_ALIVE_TIMEOUT_MS, shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS },
+    `listening on port ${address.port}`,
+  );
+}
+
+/** `main.js migrate`: applies the migrations, closes the pool, exits. */
+export async function runMigrate(config: Config): Promise<void> {
+  const logger = createLogger(config.LOG_LEVEL, { mode: 'migrate' });
+  const pool = createPool(config.database, { role: 'migrate', max: 1, logger });
+  try {
+    await migrate(pool, logger);
+  } finally {
+    await pool.end();
+    flushLogs();
+  }
+}
+
+/** The coordinator's "pool" step: ends the pool once every request and worker is done with it. */
+export function poolStep(pool: Pool): ShutdownStep {
+  return {
+    name: 'pool',
+    run: () => pool.end(),
+    pending: () => `${pool.totalCount - pool.idleCount} checked-out connection(s) of ${pool.totalCount} to be returned`,
+  };
+}
+
+export type { Logger };
