@@ -1,0 +1,72 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../app/config.js';
+import { UsageError } from '../app/errors.js';
+import { JOBS } from '../lib/jobs.js';
+import { keepAliveTimeoutMs, shutdownTimeoutMs, ECS_DEFAULT_STOP_TIMEOUT_SECONDS, ALB_DEFAULT_IDLE_TIMEOUT_SECONDS } from '../lib/timing.js';
+import { run } from './helpers/process.js';
+
+const DB = { DATABASE_URL: 'postgres://u:p@127.0.0.1:1/db' };
+
+describe('configuration', () => {
+  it('derives its timing defaults from the same functions as the stack', () => {
+    const c = loadConfig(DB);
+    expect(c.SHUTDOWN_TIMEOUT_MS).toBe(shutdownTimeoutMs(ECS_DEFAULT_STOP_TIMEOUT_SECONDS));
+    expect(c.KEEP_ALIVE_TIMEOUT_MS).toBe(65_000);
+    expect(c.KEEP_ALIVE_TIMEOUT_MS).toBe(keepAliveTimeoutMs(ALB_DEFAULT_IDLE_TIMEOUT_SECONDS));
+    expect(c.PRE_STOP_DELAY_MS).toBe(0);
+    expect(c.ENABLE_DEBUG_ROUTES).toBe(false);
+  });
+
+  it("keeps Node's header and request timeouts above the keep-alive timeout", () => {
+    const c = loadConfig({ ...DB, KEEP_ALIVE_TIMEOUT_MS: '400000' });
+    expect(c.headersTimeoutMs).toBeGreaterThan(c.KEEP_ALIVE_TIMEOUT_MS);
+    expect(c.requestTimeoutMs).toBeGreaterThanOrEqual(c.headersTimeoutMs);
+  });
+
+  it('builds the connection from the database secret fields when DATABASE_URL is unset', () => {
+    const c = loadConfig({ DB_HOST: 'db.internal', DB_PORT: '6543', DB_NAME: 'app', DB_USER: 'svc', DB_PASSWORD: 's3cret', DB_SSL: 'verify' });
+    expect(c.database).toEqual({ host: 'db.internal', port: 6543, database: 'app', user: 'svc', password: 's3cret', ssl: { rejectUnauthorized: true } });
+  });
+
+  it('names every bad variable and what it accepts, in one error', () => {
+    let error: unknown;
+    try {
+      loadConfig({ ...DB, PORT: 'eighty', SHUTDOWN_TIMEOUT_MS: '-5', ENABLE_DEBUG_ROUTES: 'maybe', LOG_LEVEL: 'loud' });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(UsageError);
+    const message = (error as Error).message;
+    expect(message).toMatch(/PORT="eighty": accepts a whole number/);
+    expect(message).toMatch(/SHUTDOWN_TIMEOUT_MS="-5": accepts a whole number/);
+    expect(message).toMatch(/ENABLE_DEBUG_ROUTES="maybe": accepts true or false/);
+    expect(message).toMatch(/LOG_LEVEL="loud": accepts fatal, error/);
+  });
+
+  it('asks for DATABASE_URL or the DB_* fields', () => {
+    expect(() => loadConfig({})).toThrow(/DATABASE_URL=\(unset\).*missing DB_HOST, DB_NAME, DB_USER/s);
+    expect(() => loadConfig({ DATABASE_URL: 'mysql://x' })).toThrow(/DATABASE_URL="mysql:\/\/x": accepts a postgres:\/\//);
+  });
+
+  it('refuses a pre-stop delay that leaves the drain no time', () => {
+    expect(() => loadConfig({ ...DB, PRE_STOP_DELAY_MS: '5000', SHUTDOWN_TIMEOUT_MS: '5000' })).toThrow(/PRE_STOP_DELAY_MS=5000: accepts less than SHUTDOWN_TIMEOUT_MS \(5000\)/);
+  });
+});
+
+describe('the entry with bad input', () => {
+  it('exits 2 on a bad variable, names it, and prints no stack', async () => {
+    const r = await run([], { ...DB, KEEP_ALIVE_TIMEOUT_MS: 'soon' });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/Invalid configuration:\n\s+KEEP_ALIVE_TIMEOUT_MS="soon": accepts a whole number \(milliseconds\)/);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(r.stdout).toBe('');
+  });
+
+  it('exits 2 on an unknown job and lists the known ones', async () => {
+    const r = await run(['bill-everyone'], DB);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('Unknown job "bill-everyone"');
+    for (const job of JOBS) expect(r.stderr).toContain(job.name);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});

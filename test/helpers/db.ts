@@ -1,0 +1,85 @@
+/** Per-test databases on the run's Postgres, and the queries tests use to prove nothing leaked. */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { APPLICATION_NAME_PREFIX } from '../../app/db.js';
+
+export const TEMPLATE_DATABASE = 'ecs_saas_template';
+
+export interface TestDatabase {
+  readonly name: string;
+  readonly url: string;
+  /** Runs `fn` with a client of this database, closed afterwards. */
+  withClient<T>(fn: (client: pg.Client) => Promise<T>): Promise<T>;
+  query<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<R[]>;
+  /** Connections of ours (application_name ecs-saas-backend:*) to this database. */
+  ourConnections(): Promise<number>;
+  /** Advisory locks held on this database, by anyone. */
+  advisoryLocks(): Promise<number>;
+  drop(): Promise<void>;
+}
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+async function withAdmin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client(inject('adminDatabaseUrl'));
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** A fresh database for one test file; `migrated` copies the migrated template (fast). */
+export async function createTestDatabase({ migrated = true }: { migrated?: boolean } = {}): Promise<TestDatabase> {
+  const name = `t_${randomBytes(6).toString('hex')}`;
+  await withAdmin((c) => c.query(`CREATE DATABASE ${name}${migrated ? ` TEMPLATE ${TEMPLATE_DATABASE}` : ''}`));
+  const url = withDatabase(inject('adminDatabaseUrl'), name);
+  const withClient = async <T>(fn: (client: pg.Client) => Promise<T>): Promise<T> => {
+    const client = new pg.Client({ connectionString: url, application_name: 'test-helper' });
+    await client.connect();
+    try {
+      return await fn(client);
+    } finally {
+      await client.end();
+    }
+  };
+  return {
+    name,
+    url,
+    withClient,
+    query: (sql, params) => withClient(async (c) => (await c.query(sql, params)).rows),
+    ourConnections: () =>
+      withAdmin(async (c) => {
+        const { rows } = await c.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND application_name LIKE $2`,
+          [name, `${APPLICATION_NAME_PREFIX}%`],
+        );
+        return rows[0]!.n;
+      }),
+    advisoryLocks: () =>
+      withAdmin(async (c) => {
+        const { rows } = await c.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = $1`,
+          [name],
+        );
+        return rows[0]!.n;
+      }),
+    drop: () => withAdmin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
+  };
+}
+
+/** Polls `fn` until it returns true or `timeoutMs` passes; returns the last result. */
+export async function eventually(fn: () => Promise<boolean>, timeoutMs = 5_000, everyMs = 50): Promise<boolean> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    if (await fn()) return true;
+    if (Date.now() > end) return false;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
