@@ -15,7 +15,8 @@ import type { ShutdownStep } from './shutdown.js';
 
 export class DrainableServer {
   readonly server: http.Server;
-  private readonly sockets = new Map<Socket, number>();
+  /** Every open socket and the responses in flight on it. */
+  private readonly sockets = new Map<Socket, Set<http.ServerResponse>>();
   private draining = false;
   private onIdle: (() => void) | undefined;
 
@@ -27,7 +28,7 @@ export class DrainableServer {
     });
     // Registered before the app, so that a request seen during the drain is marked first.
     this.server.on('connection', (socket: Socket) => {
-      this.sockets.set(socket, 0);
+      this.sockets.set(socket, new Set());
       socket.once('close', () => {
         this.sockets.delete(socket);
         this.checkIdle();
@@ -35,13 +36,13 @@ export class DrainableServer {
     });
     this.server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
       const socket = req.socket;
-      this.sockets.set(socket, (this.sockets.get(socket) ?? 0) + 1);
+      const active = this.sockets.get(socket) ?? new Set();
+      this.sockets.set(socket, active.add(res));
       if (this.draining) res.setHeader('Connection', 'close');
       res.once('close', () => {
-        const left = (this.sockets.get(socket) ?? 1) - 1;
-        if (this.sockets.has(socket)) this.sockets.set(socket, left);
+        active.delete(res);
         // A response whose headers went out before the drain began still said keep-alive.
-        if (this.draining && left === 0) socket.end();
+        if (this.draining && active.size === 0) socket.end();
         this.checkIdle();
       });
     });
@@ -60,7 +61,7 @@ export class DrainableServer {
 
   get inFlight(): number {
     let n = 0;
-    for (const count of this.sockets.values()) n += count;
+    for (const active of this.sockets.values()) n += active.size;
     return n;
   }
 
@@ -68,8 +69,10 @@ export class DrainableServer {
   drain(): Promise<void> {
     this.draining = true;
     this.server.close();
-    for (const [socket, count] of this.sockets) {
-      if (count === 0) socket.end();
+    for (const [socket, active] of this.sockets) {
+      if (active.size === 0) socket.end();
+      // Node then closes the socket after the response, and the client opens no new request on it.
+      for (const res of active) if (!res.headersSent) res.setHeader('Connection', 'close');
     }
     return new Promise((resolve) => {
       this.onIdle = resolve;

@@ -7,7 +7,7 @@ import pino, { type Logger } from 'pino';
 
 export type { Logger };
 
-const destination = pino.destination({ dest: 1, sync: false, minLength: 4096 });
+const destination = pino.destination({ dest: 1, sync: false });
 
 let root: Logger | undefined;
 

@@ -1,0 +1,102 @@
+/**
+ * The application's Fargate task definition, as both the web service and every job run it:
+ * one image on ARM64, hardened the same way, logging to CloudWatch, with the container's
+ * SHUTDOWN_TIMEOUT_MS derived from the same stopTimeout ECS enforces.
+ */
+import { Size, type Duration } from 'aws-cdk-lib';
+import * as ecs from 'aws-cdk-lib/aws-ecs';
+import type * as iam from 'aws-cdk-lib/aws-iam';
+import type * as logs from 'aws-cdk-lib/aws-logs';
+import type { Construct } from 'constructs';
+import { CONTAINER } from './defaults.js';
+import { shutdownTimeoutMs } from './timing.js';
+
+/** What every task of the application shares. */
+export interface AppRuntime {
+  /** The image built from the repository's Dockerfile. */
+  readonly image: ecs.ContainerImage;
+  /** Where every task logs (and where its EMF metric lines become metrics). */
+  readonly logGroup: logs.ILogGroup;
+  /** Environment every task gets: LOG_LEVEL, METRICS_NAMESPACE, DB_SSL and the like. */
+  readonly environment: Readonly<Record<string, string>>;
+  /** Secrets every task gets: the database connection fields. */
+  readonly secrets: Readonly<Record<string, ecs.Secret>>;
+}
+
+export interface AppTaskProps {
+  readonly runtime: AppRuntime;
+  /** Fargate CPU units. */
+  readonly cpu: number;
+  /** Fargate memory, MiB. */
+  readonly memoryMiB: number;
+  /** SIGTERM to SIGKILL; SHUTDOWN_TIMEOUT_MS is derived from it. */
+  readonly stopTimeout: Duration;
+  /** The awslogs stream prefix, e.g. `api` or the job's name. */
+  readonly streamPrefix: string;
+  /** Blocking keeps every log line (and so every metric); non-blocking never stalls the process on logging. */
+  readonly logMode: ecs.AwsLogDriverMode;
+  /** @default - awslogs' default buffer (1 MiB), used only in non-blocking mode */
+  readonly logBufferBytes?: number;
+  /** Environment on top of the shared one. @default - only the shared environment */
+  readonly environment?: Readonly<Record<string, string>>;
+  /** The container's command. @default - the image's CMD, the HTTP server */
+  readonly command?: readonly string[];
+  /** A container port to publish. @default - none */
+  readonly port?: number;
+  /** The task definition family. @default - generated from the construct path */
+  readonly family?: string;
+  /** @default - a new role */
+  readonly executionRole?: iam.IRole;
+}
+
+export interface AppTask {
+  readonly taskDefinition: ecs.FargateTaskDefinition;
+  readonly container: ecs.ContainerDefinition;
+}
+
+const SCRATCH_VOLUME = 'scratch';
+
+/** Adds a task definition (id `TaskDef`) with the application container (named `CONTAINER.name`) to `scope`. */
+export function addAppTask(scope: Construct, props: AppTaskProps): AppTask {
+  const taskDefinition = new ecs.FargateTaskDefinition(scope, 'TaskDef', {
+    cpu: props.cpu,
+    memoryLimitMiB: props.memoryMiB,
+    family: props.family,
+    executionRole: props.executionRole,
+    runtimePlatform: {
+      cpuArchitecture: ecs.CpuArchitecture.ARM64,
+      operatingSystemFamily: ecs.OperatingSystemFamily.LINUX,
+    },
+    // A bind mount on Fargate's task storage: the only writable path, since the root filesystem is read-only.
+    volumes: [{ name: SCRATCH_VOLUME }],
+  });
+
+  const container = taskDefinition.addContainer('App', {
+    containerName: CONTAINER.name,
+    image: props.runtime.image,
+    command: props.command ? [...props.command] : undefined,
+    essential: true,
+    user: CONTAINER.user,
+    readonlyRootFilesystem: true,
+    stopTimeout: props.stopTimeout,
+    // tini as PID 1 reaps zombies and forwards SIGTERM to node.
+    linuxParameters: new ecs.LinuxParameters(scope, 'LinuxParameters', { initProcessEnabled: true }),
+    environment: {
+      ...props.runtime.environment,
+      SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs(props.stopTimeout.toSeconds())),
+      ...props.environment,
+    },
+    secrets: { ...props.runtime.secrets },
+    portMappings: props.port === undefined ? undefined : [{ containerPort: props.port, name: 'http' }],
+    logging: ecs.LogDrivers.awsLogs({
+      logGroup: props.runtime.logGroup,
+      streamPrefix: props.streamPrefix,
+      mode: props.logMode,
+      maxBufferSize: props.logMode === ecs.AwsLogDriverMode.NON_BLOCKING && props.logBufferBytes !== undefined
+        ? Size.bytes(props.logBufferBytes)
+        : undefined,
+    }),
+  });
+  container.addMountPoints({ sourceVolume: SCRATCH_VOLUME, containerPath: CONTAINER.scratchPath, readOnly: false });
+  return { taskDefinition, container };
+}

@@ -1,0 +1,125 @@
+/**
+ * Every default and every AWS limit of the infrastructure, in one place.
+ *
+ * The constructs read their defaults from here and the context reader (lib/settings.ts)
+ * documents the same values, so a reader sees at a glance what a bare `cdk deploy` builds.
+ * Numbers that cross into the container (stopTimeout, the ALB idle timeout, the metrics
+ * namespace) come from lib/timing.ts and lib/metrics.ts, which the container reads too.
+ */
+import { ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, FARGATE_MAX_STOP_TIMEOUT_SECONDS, FARGATE_MIN_STOP_TIMEOUT_SECONDS } from './timing.js';
+import { DEFAULT_METRICS_NAMESPACE } from './metrics.js';
+
+/** The application container, as the stack runs it in every task definition. */
+export const CONTAINER = {
+  /** The container's name; the rules' container overrides address it by this name. */
+  name: 'app',
+  /** The HTTP port the server listens on (PORT); the target group forwards to it. */
+  port: 8080,
+  /** uid:gid of the image's non-root `node` user (see the Dockerfile). */
+  user: '1000:1000',
+  /** The writable scratch volume's mount point; the root filesystem is read-only. */
+  scratchPath: '/tmp',
+  /** EXPORT_DIR: where weekly-export stages its CSV, inside the scratch volume. */
+  exportDir: '/tmp/exports',
+  /** `node dist/app/main.js` is the image's CMD; a job appends its name. */
+  command: ['node', 'dist/app/main.js'],
+} as const;
+
+/** The web service (API) behind the ALB. */
+export const SERVICE_DEFAULTS = {
+  /** Tasks after a deploy; auto-scaling then moves between minCapacity and maxCapacity. */
+  desiredCount: 2,
+  minCapacity: 2,
+  maxCapacity: 6,
+  /** Fargate CPU units and memory (MiB) per API task. */
+  cpu: 512,
+  memoryMiB: 1024,
+  /** SIGTERM to SIGKILL; the container's SHUTDOWN_TIMEOUT_MS is derived from it. */
+  stopTimeoutSeconds: 60,
+  /** ALB connection draining before ECS sends SIGTERM; AWS's own default of 300 s makes every deploy slow. */
+  deregistrationDelaySeconds: 30,
+  /** The ALB idle timeout; the container's KEEP_ALIVE_TIMEOUT_MS is derived from it. */
+  albIdleTimeoutSeconds: ALB_DEFAULT_IDLE_TIMEOUT_SECONDS,
+  /** Target tracking: average CPU of the service. */
+  targetCpuPercent: 60,
+  /** Target tracking: ALB requests per task per minute. */
+  requestsPerTarget: 1_000,
+  /** The readiness endpoint: 200 when the database answers and the task is not draining. */
+  healthCheckPath: '/readyz',
+  healthCheckIntervalSeconds: 10,
+  healthCheckTimeoutSeconds: 5,
+  healthyThresholdCount: 2,
+  unhealthyThresholdCount: 3,
+  /** ECS ignores failing ALB health checks this long after a task starts (migrations, warm-up). */
+  healthCheckGracePeriodSeconds: 60,
+  /** awslogs buffer for the API: logging never blocks a request. */
+  logBufferBytes: 25 * 1024 * 1024,
+} as const;
+
+/** The scheduled jobs. */
+export const JOB_DEFAULTS = {
+  /**
+   * The longest stopTimeout Fargate allows: a job interrupted by SIGTERM (a Spot reclaim, a
+   * stopped task) gets the most time to save its checkpoint before SIGKILL.
+   */
+  stopTimeoutSeconds: FARGATE_MAX_STOP_TIMEOUT_SECONDS,
+  /** EventBridge retries a failed RunTask this many times... */
+  retryAttempts: 3,
+  /** ...for at most this long, or the schedule's shortest gap if that is shorter. */
+  maxEventAgeSeconds: 60 * 60,
+  /** The failure, delivery and dead-letter alarms look at this period. */
+  alarmPeriodSeconds: 5 * 60,
+  /** How long an undelivered schedule event waits in a job's dead-letter queue. */
+  deadLetterRetentionDays: 14,
+} as const;
+
+/** A new RDS PostgreSQL instance (when no existing database's secret is given). */
+export const DATABASE_DEFAULTS = {
+  instanceType: 't4g.micro',
+  allocatedStorageGiB: 20,
+  maxAllocatedStorageGiB: 100,
+  backupRetentionDays: 7,
+  multiAz: false,
+  deletionProtection: true,
+  databaseName: 'app',
+  username: 'app',
+  /** DB_SSL in AWS: TLS with the server's certificate checked against the RDS CA bundle in the image. */
+  ssl: 'verify',
+} as const;
+
+export const NETWORK_DEFAULTS = {
+  maxAzs: 2,
+  /** One NAT gateway for the whole VPC: the cheapest egress for the private subnets. */
+  natGateways: 1,
+} as const;
+
+export const OBSERVABILITY_DEFAULTS = {
+  /** Must be one of CloudWatch Logs' retention values (1, 3, 5, 7, 14, 30, 60, 90, ...). */
+  logRetentionDays: 30,
+  metricsNamespace: DEFAULT_METRICS_NAMESPACE,
+  logLevel: 'info',
+} as const;
+
+export const STORAGE_DEFAULTS = {
+  /** Exports older than this are deleted. */
+  exportRetentionDays: 365,
+  /** ALB access logs, S3 server access logs and VPC flow logs older than this are deleted. */
+  accessLogRetentionDays: 90,
+} as const;
+
+/** What AWS accepts; validation reports a value outside these with the value itself. */
+export const LIMITS = {
+  stopTimeoutSeconds: { min: FARGATE_MIN_STOP_TIMEOUT_SECONDS, max: FARGATE_MAX_STOP_TIMEOUT_SECONDS },
+  /** Target group deregistration_delay.timeout_seconds. */
+  deregistrationDelaySeconds: { min: 0, max: 3_600 },
+  /** ALB idle_timeout.timeout_seconds. */
+  albIdleTimeoutSeconds: { min: 1, max: 4_000 },
+  /** EventBridge rule names. */
+  ruleNameLength: 64,
+  /** An alarm's Period × EvaluationPeriods may not exceed seven days... */
+  alarmWindowSeconds: 7 * 24 * 60 * 60,
+  /** ...nor one day when its period is under an hour. */
+  shortPeriodAlarmWindowSeconds: 24 * 60 * 60,
+  /** EventBridge target retry policy. */
+  maxEventAgeSeconds: { min: 60, max: 24 * 60 * 60 },
+} as const;

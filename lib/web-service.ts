@@ -1,0 +1,197 @@
+/**
+ * The API: a Fargate service behind a public Application Load Balancer.
+ *
+ * The three timing settings are explicit and validated, and the container's matching
+ * numbers are derived from them (lib/timing.ts), so they cannot disagree:
+ * stopTimeout → SHUTDOWN_TIMEOUT_MS, the ALB idle timeout → KEEP_ALIVE_TIMEOUT_MS, and the
+ * target group's deregistration delay, which ECS waits out before it sends SIGTERM.
+ */
+import { Duration, Token, Validations } from 'aws-cdk-lib';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as ecs from 'aws-cdk-lib/aws-ecs';
+import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import { Construct } from 'constructs';
+import { addAppTask, type AppRuntime } from './app-task.js';
+import { CONTAINER, LIMITS, SERVICE_DEFAULTS } from './defaults.js';
+import { FARGATE_SIZES, fargateMemoryChoices } from './jobs.js';
+import { keepAliveTimeoutMs } from './timing.js';
+import { Problems, throwIfProblems } from './validation.js';
+
+export interface WebServiceProps {
+  /** The cluster (and so the VPC) the service runs in. */
+  readonly cluster: ecs.ICluster;
+  /** The image, log group, shared environment and database secrets. */
+  readonly runtime: AppRuntime;
+  /** Tasks after a deploy. @default 2 */
+  readonly desiredCount?: number;
+  /** Fewest tasks auto-scaling keeps. @default 2 */
+  readonly minCapacity?: number;
+  /** Most tasks auto-scaling starts. @default 6 */
+  readonly maxCapacity?: number;
+  /** Fargate CPU units per task. @default 512 */
+  readonly cpu?: number;
+  /** Fargate memory per task, MiB. @default 1024 */
+  readonly memoryMiB?: number;
+  /** SIGTERM to SIGKILL, 2 to 120 s on Fargate. @default Duration.seconds(60) */
+  readonly stopTimeout?: Duration;
+  /** How long the ALB drains a task before ECS stops it, 0 to 3600 s. @default Duration.seconds(30) */
+  readonly deregistrationDelay?: Duration;
+  /** The ALB's idle timeout, 1 to 4000 s. @default Duration.seconds(60) */
+  readonly idleTimeout?: Duration;
+  /** An ACM certificate for HTTPS on 443 (HTTP on 80 then redirects). @default - HTTP on port 80 only */
+  readonly certificateArn?: string;
+  /** Target tracking on the service's average CPU, percent. @default 60 */
+  readonly targetCpuPercent?: number;
+  /** Target tracking on ALB requests per task per minute. @default 1000 */
+  readonly requestsPerTarget?: number;
+  /** Where the ALB writes its access logs. @default - no access logs */
+  readonly accessLogBucket?: s3.IBucket;
+}
+
+/** Every problem with `props`, each showing the bad value. Empty when they are valid. */
+export function validateWebServiceProps(props: Omit<WebServiceProps, 'cluster' | 'runtime'>): string[] {
+  const problems = new Problems();
+  const desired = props.desiredCount ?? SERVICE_DEFAULTS.desiredCount;
+  const min = props.minCapacity ?? SERVICE_DEFAULTS.minCapacity;
+  const max = props.maxCapacity ?? SERVICE_DEFAULTS.maxCapacity;
+  problems.whole('desiredCount', props.desiredCount, 1);
+  problems.whole('minCapacity', props.minCapacity, 1);
+  problems.whole('maxCapacity', props.maxCapacity, 1);
+  if (![desired, min, max].some((v) => Token.isUnresolved(v))) {
+    if (min > max) problems.add(`minCapacity (${min}) must not exceed maxCapacity (${max})`);
+    else if (desired < min || desired > max) problems.add(`desiredCount must be between minCapacity (${min}) and maxCapacity (${max}), got ${desired}`);
+  }
+
+  const cpu = props.cpu ?? SERVICE_DEFAULTS.cpu;
+  const memory = props.memoryMiB ?? SERVICE_DEFAULTS.memoryMiB;
+  const choices = fargateMemoryChoices(cpu);
+  if (choices === undefined) problems.add(`cpu must be one of ${Object.keys(FARGATE_SIZES).join(', ')} (Fargate CPU units), got ${cpu}`);
+  else if (!choices.includes(memory)) problems.add(`memoryMiB ${memory} is not a valid Fargate size for cpu ${cpu}; it accepts ${choices.join(', ')}`);
+
+  problems.seconds('stopTimeout', props.stopTimeout, LIMITS.stopTimeoutSeconds);
+  problems.seconds('deregistrationDelay', props.deregistrationDelay, LIMITS.deregistrationDelaySeconds);
+  problems.seconds('albIdleTimeout', props.idleTimeout, LIMITS.albIdleTimeoutSeconds);
+  problems.whole('targetCpuPercent', props.targetCpuPercent, 10, 90);
+  problems.whole('requestsPerTarget', props.requestsPerTarget, 1);
+  if (props.certificateArn !== undefined && !Token.isUnresolved(props.certificateArn)
+    && !/^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate\/[\w-]+$/.test(props.certificateArn)) {
+    problems.add(`certificateArn must be an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>), got ${JSON.stringify(props.certificateArn)}`);
+  }
+  return problems.list;
+}
+
+export class WebService extends Construct {
+  /** The public load balancer. */
+  public readonly loadBalancer: elbv2.ApplicationLoadBalancer;
+  /** The listener that forwards to the service: HTTPS on 443 with a certificate, else HTTP on 80. */
+  public readonly listener: elbv2.ApplicationListener;
+  /** The service's target group (health check on /readyz). */
+  public readonly targetGroup: elbv2.ApplicationTargetGroup;
+  public readonly service: ecs.FargateService;
+  public readonly taskDefinition: ecs.FargateTaskDefinition;
+  public readonly container: ecs.ContainerDefinition;
+  /** The tasks' security group: reachable from the load balancer only. */
+  public readonly securityGroup: ec2.SecurityGroup;
+  public readonly scaling: ecs.ScalableTaskCount;
+
+  constructor(scope: Construct, id: string, props: WebServiceProps) {
+    throwIfProblems('The web service', validateWebServiceProps(props));
+    super(scope, id);
+
+    const stopTimeout = props.stopTimeout ?? Duration.seconds(SERVICE_DEFAULTS.stopTimeoutSeconds);
+    const idleTimeout = props.idleTimeout ?? Duration.seconds(SERVICE_DEFAULTS.albIdleTimeoutSeconds);
+    const vpc = props.cluster.vpc;
+
+    const task = addAppTask(this, {
+      runtime: props.runtime,
+      cpu: props.cpu ?? SERVICE_DEFAULTS.cpu,
+      memoryMiB: props.memoryMiB ?? SERVICE_DEFAULTS.memoryMiB,
+      stopTimeout,
+      streamPrefix: 'api',
+      // A slow log sink must never stall requests; a lost API log line is the lesser harm.
+      logMode: ecs.AwsLogDriverMode.NON_BLOCKING,
+      logBufferBytes: SERVICE_DEFAULTS.logBufferBytes,
+      port: CONTAINER.port,
+      environment: {
+        PORT: String(CONTAINER.port),
+        KEEP_ALIVE_TIMEOUT_MS: String(keepAliveTimeoutMs(idleTimeout.toSeconds())),
+      },
+    });
+    this.taskDefinition = task.taskDefinition;
+    this.container = task.container;
+
+    this.securityGroup = new ec2.SecurityGroup(this, 'SecurityGroup', {
+      vpc,
+      description: 'API tasks: HTTP from the load balancer only',
+      allowAllOutbound: true,
+    });
+
+    this.service = new ecs.FargateService(this, 'Service', {
+      cluster: props.cluster,
+      taskDefinition: this.taskDefinition,
+      desiredCount: props.desiredCount ?? SERVICE_DEFAULTS.desiredCount,
+      minHealthyPercent: 100,
+      maxHealthyPercent: 200,
+      circuitBreaker: { enable: true, rollback: true },
+      healthCheckGracePeriod: Duration.seconds(SERVICE_DEFAULTS.healthCheckGracePeriodSeconds),
+      vpcSubnets: { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS },
+      assignPublicIp: false,
+      securityGroups: [this.securityGroup],
+      platformVersion: ecs.FargatePlatformVersion.LATEST,
+      propagateTags: ecs.PropagatedTagSource.SERVICE,
+      enableExecuteCommand: false,
+    });
+
+    this.loadBalancer = new elbv2.ApplicationLoadBalancer(this, 'LoadBalancer', {
+      vpc,
+      internetFacing: true,
+      vpcSubnets: { subnetType: ec2.SubnetType.PUBLIC },
+      idleTimeout,
+      dropInvalidHeaderFields: true,
+    });
+    if (props.accessLogBucket) this.loadBalancer.logAccessLogs(props.accessLogBucket, 'alb');
+    Validations.of(this.loadBalancer).acknowledge({
+      id: 'AwsSolutions-EC23',
+      reason: 'The public load balancer is the entry point of the API: its security group opens only the listener ports (80, and 443 with a certificate) to the internet.',
+    });
+
+    if (props.certificateArn) {
+      this.listener = this.loadBalancer.addListener('Https', {
+        port: 443,
+        protocol: elbv2.ApplicationProtocol.HTTPS,
+        certificates: [elbv2.ListenerCertificate.fromArn(props.certificateArn)],
+        sslPolicy: elbv2.SslPolicy.RECOMMENDED_TLS,
+        open: true,
+      });
+      this.loadBalancer.addRedirect({ sourcePort: 80, targetPort: 443 });
+    } else {
+      this.listener = this.loadBalancer.addListener('Http', { port: 80, protocol: elbv2.ApplicationProtocol.HTTP, open: true });
+    }
+
+    this.targetGroup = this.listener.addTargets('Api', {
+      port: CONTAINER.port,
+      protocol: elbv2.ApplicationProtocol.HTTP,
+      targets: [this.service.loadBalancerTarget({ containerName: CONTAINER.name, containerPort: CONTAINER.port })],
+      deregistrationDelay: props.deregistrationDelay ?? Duration.seconds(SERVICE_DEFAULTS.deregistrationDelaySeconds),
+      healthCheck: {
+        path: SERVICE_DEFAULTS.healthCheckPath,
+        healthyHttpCodes: '200',
+        interval: Duration.seconds(SERVICE_DEFAULTS.healthCheckIntervalSeconds),
+        timeout: Duration.seconds(SERVICE_DEFAULTS.healthCheckTimeoutSeconds),
+        healthyThresholdCount: SERVICE_DEFAULTS.healthyThresholdCount,
+        unhealthyThresholdCount: SERVICE_DEFAULTS.unhealthyThresholdCount,
+      },
+    });
+
+    this.scaling = this.service.autoScaleTaskCount({
+      minCapacity: props.minCapacity ?? SERVICE_DEFAULTS.minCapacity,
+      maxCapacity: props.maxCapacity ?? SERVICE_DEFAULTS.maxCapacity,
+    });
+    this.scaling.scaleOnCpuUtilization('Cpu', { targetUtilizationPercent: props.targetCpuPercent ?? SERVICE_DEFAULTS.targetCpuPercent });
+    this.scaling.scaleOnRequestCount('Requests', {
+      requestsPerTarget: props.requestsPerTarget ?? SERVICE_DEFAULTS.requestsPerTarget,
+      targetGroup: this.targetGroup,
+    });
+  }
+}
