@@ -99,6 +99,15 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
       await pool.query('SELECT 1');
       res.json({ sleptMs: ms });
     });
+    // Raises an error outside any request, to show (and test) that a crash drains like a SIGTERM and exits 1.
+    app.post('/debug/crash', (req, res) => {
+      const { kind } = parse(z.object({ kind: z.enum(['exception', 'rejection']) }), req.query, 'query');
+      setImmediate(() => {
+        if (kind === 'exception') throw new Error('debug crash: uncaught exception');
+        void Promise.reject(new Error('debug crash: unhandled rejection'));
+      });
+      res.status(202).json({ crashing: kind });
+    });
   }
 
   const requireJson = (req: Request, _res: Response, next: NextFunction) => {
