@@ -38,7 +38,7 @@ export interface WebServiceProps {
   /** How long the ALB drains a task before ECS stops it, 0 to 3600 s. @default Duration.seconds(30) */
   readonly deregistrationDelay?: Duration;
   /** The ALB's idle timeout, 1 to 4000 s. @default Duration.seconds(60) */
-  readonly idleTimeout?: Duration;
+  readonly albIdleTimeout?: Duration;
   /** An ACM certificate for HTTPS on 443 (HTTP on 80 then redirects). @default - HTTP on port 80 only */
   readonly certificateArn?: string;
   /** Target tracking on the service's average CPU, percent. @default 60 */
@@ -71,7 +71,7 @@ export function validateWebServiceProps(props: Omit<WebServiceProps, 'cluster' |
 
   problems.seconds('stopTimeout', props.stopTimeout, LIMITS.stopTimeoutSeconds);
   problems.seconds('deregistrationDelay', props.deregistrationDelay, LIMITS.deregistrationDelaySeconds);
-  problems.seconds('albIdleTimeout', props.idleTimeout, LIMITS.albIdleTimeoutSeconds);
+  problems.seconds('albIdleTimeout', props.albIdleTimeout, LIMITS.albIdleTimeoutSeconds);
   problems.whole('targetCpuPercent', props.targetCpuPercent, 10, 90);
   problems.whole('requestsPerTarget', props.requestsPerTarget, 1);
   if (props.certificateArn !== undefined && !Token.isUnresolved(props.certificateArn)
@@ -100,7 +100,7 @@ export class WebService extends Construct {
     super(scope, id);
 
     const stopTimeout = props.stopTimeout ?? Duration.seconds(SERVICE_DEFAULTS.stopTimeoutSeconds);
-    const idleTimeout = props.idleTimeout ?? Duration.seconds(SERVICE_DEFAULTS.albIdleTimeoutSeconds);
+    const idleTimeout = props.albIdleTimeout ?? Duration.seconds(SERVICE_DEFAULTS.albIdleTimeoutSeconds);
     const vpc = props.cluster.vpc;
 
     const task = addAppTask(this, {
