@@ -195,7 +195,7 @@ export function crashEventPattern(cluster: ecs.ICluster, jobs: readonly Schedule
 
 function crashMessage(): events.RuleTargetInput {
   const field = (path: string) => events.EventField.fromPath(path);
-  return events.RuleTargetInput.fromMultilineText([
+  return events.RuleTargetInput.fromText([
     `A scheduled job task stopped abnormally: ${field('$.detail.group')}`,
     '',
     `Exit code: ${field('$.detail.containers[0].exitCode')}  (1 failed or timed out, 2 usage error, 3 interrupted by SIGTERM with a checkpoint saved, 137 killed: out of memory or stopTimeout)`,

@@ -16,6 +16,7 @@ import type * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { addAppTask, type AppRuntime } from './app-task.js';
+import { logicalId } from './nag.js';
 import { CONTAINER, JOB_DEFAULTS, LIMITS } from './defaults.js';
 import { JOBS, validateJobs, type JobDefinition } from './jobs.js';
 import { missedRunProblems } from './missed-run.js';
@@ -142,8 +143,16 @@ export class ScheduledJobs extends Construct {
           : {}),
       },
     });
-    props.alertTopic.grantPublish(taskDefinition.taskRole);
-    if (job.usesExportBucket && props.exportBucket) props.exportBucket.grantPut(taskDefinition.taskRole);
+    const taskRole = taskDefinition.taskRole;
+    grantPublish(props.alertTopic, taskRole);
+    if (job.usesExportBucket && props.exportBucket) {
+      // Exactly what an upload needs (a multipart upload is authorized as s3:PutObject too); grantPut would add legal holds, retention and tagging.
+      iam.Grant.addToPrincipal({ grantee: taskRole, actions: ['s3:PutObject', 's3:AbortMultipartUpload'], resourceArns: [props.exportBucket.arnForObjects('*')] });
+      Validations.of(taskRole).acknowledge({
+        id: `AwsSolutions-IAM5[Resource::<${logicalId(props.exportBucket)}.Arn>/*]`,
+        reason: 'The job writes one object per run under a key it derives from the run (e.g. the week); the grant covers objects of the export bucket only, and only uploads.',
+      });
+    }
 
     const deadLetterQueue = new sqs.Queue(scope, 'DeadLetterQueue', {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
@@ -183,8 +192,14 @@ export class ScheduledJobs extends Construct {
       deadLetterQueue,
     }));
     if (job.spot) useFargateSpot(rule);
+    // The role EcsTask made for EventBridge (RunTask on this task definition, PassRole on its two roles).
+    const eventsRole = taskDefinition.node.findChild('EventsRole');
+    Validations.of(eventsRole).acknowledge({
+      id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:*:task/<${logicalId(props.cluster)}>/*]`,
+      reason: 'EventBridge tags the task it starts (propagateTags); a task\'s ARN exists only once it runs, so the grant covers the tasks of this one cluster.',
+    });
 
-    return { job, taskDefinition, container, rule, deadLetterQueue, taskRole: taskDefinition.taskRole };
+    return { job, taskDefinition, container, rule, deadLetterQueue, taskRole };
   }
 }
 
@@ -199,4 +214,13 @@ export function useFargateSpot(rule: events.Rule, targetIndex = 0): void {
   cfnRule.addPropertyOverride(`Targets.${targetIndex}.EcsParameters.CapacityProviderStrategy`, [
     { CapacityProvider: 'FARGATE_SPOT', Weight: 1 },
   ]);
+}
+
+/**
+ * sns:Publish on the topic and, for an encrypted topic, the two key actions SNS needs.
+ * (topic.grantPublish would grant kms:GenerateDataKey*, a wildcard.)
+ */
+export function grantPublish(topic: sns.ITopic, grantee: iam.IGrantable): void {
+  iam.Grant.addToPrincipal({ grantee, actions: ['sns:Publish'], resourceArns: [topic.topicArn] });
+  topic.masterKey?.grant(grantee, 'kms:Decrypt', 'kms:GenerateDataKey');
 }

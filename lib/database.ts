@@ -1,0 +1,146 @@
+/**
+ * The database: a new RDS PostgreSQL instance, or an existing database named by its secret.
+ *
+ * Either way the tasks get the connection as ECS secrets read from the secret's JSON fields
+ * (host, port, dbname, username, password), so the password is never in the task
+ * definition's plain environment.
+ */
+import { Duration, RemovalPolicy, Token, Validations } from 'aws-cdk-lib';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as ecs from 'aws-cdk-lib/aws-ecs';
+import * as rds from 'aws-cdk-lib/aws-rds';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
+import { Construct } from 'constructs';
+import { DATABASE_DEFAULTS } from './defaults.js';
+import { Problems, throwIfProblems } from './validation.js';
+
+export interface DatabaseProps {
+  /** The VPC a new instance goes into (its isolated subnets). */
+  readonly vpc: ec2.IVpc;
+  /**
+   * The complete ARN of an existing database's Secrets Manager secret, with the JSON fields
+   * host, port, dbname, username and password (the format RDS writes).
+   * @default - a new RDS PostgreSQL instance is created
+   */
+  readonly secretArn?: string;
+  /** A new instance's class, without the `db.` prefix. @default 't4g.micro' */
+  readonly instanceType?: string;
+  /** Run a new instance in two availability zones. @default false */
+  readonly multiAz?: boolean;
+  /** Refuse to delete a new instance (the stack keeps a final snapshot either way). @default true */
+  readonly deletionProtection?: boolean;
+  /** A new instance's storage, GiB; it grows on its own up to five times this. @default 20 */
+  readonly allocatedStorageGiB?: number;
+}
+
+const SECRET_ARN = /^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+$/;
+const INSTANCE_TYPE = /^[a-z][a-z0-9-]*\.[a-z0-9]+$/;
+
+/** Every problem with `props`, each showing the bad value. */
+export function validateDatabaseProps(props: Omit<DatabaseProps, 'vpc'>): string[] {
+  const problems = new Problems();
+  if (props.secretArn !== undefined && !Token.isUnresolved(props.secretArn)) {
+    if (!SECRET_ARN.test(props.secretArn)) {
+      problems.add(`secretArn must be a Secrets Manager secret ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>), got ${JSON.stringify(props.secretArn)}`);
+    }
+    for (const key of ['instanceType', 'multiAz', 'deletionProtection', 'allocatedStorageGiB'] as const) {
+      if (props[key] !== undefined) problems.add(`${key} applies to a new instance only, but secretArn names an existing database; remove one of them`);
+    }
+  }
+  if (props.instanceType !== undefined && !INSTANCE_TYPE.test(props.instanceType)) {
+    problems.add(`instanceType must be an instance class without "db.", like "t4g.micro", got ${JSON.stringify(props.instanceType)}`);
+  }
+  problems.whole('allocatedStorageGiB', props.allocatedStorageGiB, 20, 65_536);
+  return problems.list;
+}
+
+export class Database extends Construct {
+  /** The secret with the connection fields. */
+  public readonly secret: secretsmanager.ISecret;
+  /** The new instance; undefined for an existing database. */
+  public readonly instance: rds.DatabaseInstance | undefined;
+  /** DB_HOST, DB_PORT, DB_NAME, DB_USER and DB_PASSWORD, as ECS secrets. */
+  public readonly containerSecrets: Readonly<Record<string, ecs.Secret>>;
+
+  constructor(scope: Construct, id: string, props: DatabaseProps) {
+    throwIfProblems('The database', validateDatabaseProps(props));
+    super(scope, id);
+
+    if (props.secretArn !== undefined) {
+      this.instance = undefined;
+      // Only a complete ARN (with Secrets Manager's 6-character suffix) names exactly one secret in IAM and in ECS.
+      this.secret = /-[A-Za-z0-9]{6}$/.test(props.secretArn)
+        ? secretsmanager.Secret.fromSecretCompleteArn(this, 'Secret', props.secretArn)
+        : secretsmanager.Secret.fromSecretPartialArn(this, 'Secret', props.secretArn);
+    } else {
+      this.instance = this.newInstance(props);
+      this.secret = this.instance.secret!;
+    }
+
+    const field = (name: string) => ecs.Secret.fromSecretsManager(this.secret, name);
+    this.containerSecrets = {
+      DB_HOST: field('host'),
+      DB_PORT: field('port'),
+      DB_NAME: field('dbname'),
+      DB_USER: field('username'),
+      DB_PASSWORD: field('password'),
+    };
+  }
+
+  /** Lets `peer` reach a new instance on its port; an existing database's own security group is not ours to change. */
+  allowFrom(peer: ec2.IConnectable, description: string): void {
+    this.instance?.connections.allowDefaultPortFrom(peer, description);
+  }
+
+  private newInstance(props: DatabaseProps): rds.DatabaseInstance {
+    const engine = rds.DatabaseInstanceEngine.postgres({ version: rds.PostgresEngineVersion.VER_18 });
+    const parameterGroup = new rds.ParameterGroup(this, 'Parameters', {
+      engine,
+      description: 'TLS required for every connection',
+      parameters: { 'rds.force_ssl': '1' },
+    });
+    const allocated = props.allocatedStorageGiB ?? DATABASE_DEFAULTS.allocatedStorageGiB;
+    const instance = new rds.DatabaseInstance(this, 'Instance', {
+      engine,
+      instanceType: new ec2.InstanceType(props.instanceType ?? DATABASE_DEFAULTS.instanceType),
+      vpc: props.vpc,
+      vpcSubnets: { subnetType: ec2.SubnetType.PRIVATE_ISOLATED },
+      publiclyAccessible: false,
+      credentials: rds.Credentials.fromGeneratedSecret(DATABASE_DEFAULTS.username),
+      databaseName: DATABASE_DEFAULTS.databaseName,
+      parameterGroup,
+      storageEncrypted: true,
+      storageType: rds.StorageType.GP3,
+      allocatedStorage: allocated,
+      maxAllocatedStorage: Math.max(allocated * 5, DATABASE_DEFAULTS.maxAllocatedStorageGiB),
+      multiAz: props.multiAz ?? DATABASE_DEFAULTS.multiAz,
+      deletionProtection: props.deletionProtection ?? DATABASE_DEFAULTS.deletionProtection,
+      backupRetention: Duration.days(DATABASE_DEFAULTS.backupRetentionDays),
+      removalPolicy: RemovalPolicy.SNAPSHOT,
+      autoMinorVersionUpgrade: true,
+      cloudwatchLogsExports: ['postgresql'],
+    });
+
+    Validations.of(instance).acknowledge({
+      id: 'AwsSolutions-RDS11',
+      reason: 'The instance sits in isolated subnets and its security group admits only the API and job tasks; a non-standard port would add no protection and break the default tooling.',
+    });
+    if (!(props.multiAz ?? DATABASE_DEFAULTS.multiAz)) {
+      Validations.of(instance).acknowledge({
+        id: 'AwsSolutions-RDS3',
+        reason: 'Single-AZ by default to keep the idle cost low (see README, Cost); set context databaseMultiAz=true for production. Backups and a final snapshot still protect the data.',
+      });
+    }
+    if (!(props.deletionProtection ?? DATABASE_DEFAULTS.deletionProtection)) {
+      Validations.of(instance).acknowledge({
+        id: 'AwsSolutions-RDS10',
+        reason: 'Deletion protection was turned off on purpose with context databaseDeletionProtection=false (e.g. a throwaway environment); the stack still keeps a final snapshot.',
+      });
+    }
+    Validations.of(instance).acknowledge({
+      id: 'AwsSolutions-SMG4',
+      reason: 'ECS injects the password into each task when it starts, so an automatic rotation would break the running tasks\' new connections until they are replaced. Rotate by hand with a forced new deployment (see README, Runbook).',
+    });
+    return instance;
+  }
+}

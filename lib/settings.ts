@@ -1,0 +1,152 @@
+/**
+ * The deployment settings, read from CDK context (cdk.json, or `-c key=value`).
+ *
+ * Every key is listed here with what it sets and its default, and README.md documents the
+ * same list (a test checks that it does). A value from the command line arrives as a string,
+ * so numbers and booleans are parsed from strings as well as taken as JSON values.
+ * Every problem, of any key, is reported in one error.
+ */
+import { Duration, type Environment } from 'aws-cdk-lib';
+import type { Node } from 'constructs';
+import { DATABASE_DEFAULTS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STORAGE_DEFAULTS } from './defaults.js';
+import type { JobDefinition } from './jobs.js';
+import { validateBackendStackProps, type BackendStackProps } from './stack.js';
+import { throwIfProblems } from './validation.js';
+
+type Kind = 'string' | 'integer' | 'boolean';
+
+interface Setting {
+  readonly kind: Kind;
+  /** What the key sets, for the README. */
+  readonly doc: string;
+  /** The default, as the README shows it. */
+  readonly default: string | number | boolean | undefined;
+}
+
+const setting = (kind: Kind, doc: string, value?: string | number | boolean): Setting => ({ kind, doc, default: value });
+
+/** Every context key the app reads. */
+export const CONTEXT_SETTINGS = {
+  stackName: setting('string', 'The CloudFormation stack name; also the prefix of rule, alarm and dashboard names', 'EcsSaasBackend'),
+  account: setting('string', 'AWS account to pin the stack to (with `region`); unset, the stack is environment-agnostic'),
+  region: setting('string', 'AWS region to pin the stack to (with `account`)'),
+  alertEmail: setting('string', 'Receives every alarm and crash alert (required; confirm the subscription email AWS sends)'),
+  desiredCount: setting('integer', 'API tasks after a deploy', SERVICE_DEFAULTS.desiredCount),
+  minCapacity: setting('integer', 'Fewest API tasks auto-scaling keeps', SERVICE_DEFAULTS.minCapacity),
+  maxCapacity: setting('integer', 'Most API tasks auto-scaling starts', SERVICE_DEFAULTS.maxCapacity),
+  cpu: setting('integer', 'Fargate CPU units per API task', SERVICE_DEFAULTS.cpu),
+  memoryMiB: setting('integer', 'Fargate memory (MiB) per API task; must suit `cpu`', SERVICE_DEFAULTS.memoryMiB),
+  targetCpuPercent: setting('integer', 'Auto-scaling target: average CPU of the API, percent', SERVICE_DEFAULTS.targetCpuPercent),
+  requestsPerTarget: setting('integer', 'Auto-scaling target: ALB requests per API task per minute', SERVICE_DEFAULTS.requestsPerTarget),
+  stopTimeout: setting('integer', 'Seconds from SIGTERM to SIGKILL for an API task (2-120); SHUTDOWN_TIMEOUT_MS is derived from it', SERVICE_DEFAULTS.stopTimeoutSeconds),
+  deregistrationDelay: setting('integer', 'Seconds the ALB drains a task before ECS stops it (0-3600)', SERVICE_DEFAULTS.deregistrationDelaySeconds),
+  albIdleTimeout: setting('integer', 'ALB idle timeout in seconds (1-4000); KEEP_ALIVE_TIMEOUT_MS is derived from it', SERVICE_DEFAULTS.albIdleTimeoutSeconds),
+  certificateArn: setting('string', 'ACM certificate ARN: HTTPS on 443 and a redirect from 80; unset, HTTP on 80 only'),
+  databaseSecretArn: setting('string', 'Complete ARN of an existing database\'s secret (fields host, port, dbname, username, password); unset, a new RDS PostgreSQL instance is created'),
+  databaseInstanceType: setting('string', 'New RDS instance class, without `db.`', DATABASE_DEFAULTS.instanceType),
+  databaseMultiAz: setting('boolean', 'New RDS instance in two availability zones', DATABASE_DEFAULTS.multiAz),
+  databaseDeletionProtection: setting('boolean', 'New RDS instance refuses deletion', DATABASE_DEFAULTS.deletionProtection),
+  natGateways: setting('integer', `NAT gateways, 1 to ${NETWORK_DEFAULTS.maxAzs} (one per availability zone)`, NETWORK_DEFAULTS.natGateways),
+  logRetentionDays: setting('integer', 'Days the tasks\' logs are kept (a CloudWatch Logs value: 1, 3, 5, 7, 14, 30, 60, 90, ...)', OBSERVABILITY_DEFAULTS.logRetentionDays),
+  logLevel: setting('string', 'LOG_LEVEL of every task', OBSERVABILITY_DEFAULTS.logLevel),
+  metricsNamespace: setting('string', 'CloudWatch namespace of the job metrics (METRICS_NAMESPACE)', OBSERVABILITY_DEFAULTS.metricsNamespace),
+  exportRetentionDays: setting('integer', 'Days an export is kept in the export bucket', STORAGE_DEFAULTS.exportRetentionDays),
+} as const satisfies Record<string, Setting>;
+
+export type ContextKey = keyof typeof CONTEXT_SETTINGS;
+
+export interface Settings {
+  readonly stackName: string;
+  readonly props: BackendStackProps;
+}
+
+/** Context keys the CDK itself and its CLI use; they are not ours to check. */
+const FOREIGN_KEY = /^(@aws-cdk\/|aws:|aws-cdk:|cdk[-:]|acknowledged-issue-numbers$|cli-telemetry$)/;
+
+/**
+ * Reads the settings from `node`'s context (the App's). Throws an InvalidSettingsError that
+ * lists every problem: unparseable values, unknown keys that look like typos of ours, values
+ * out of range, and the jobs table's problems.
+ */
+export function settingsFromContext(node: Node, options: { readonly jobs?: readonly JobDefinition[] } = {}): Settings {
+  const problems: string[] = [];
+  const raw = (key: ContextKey): unknown => {
+    const value = node.tryGetContext(key);
+    return value === '' ? undefined : value;
+  };
+  const str = (key: ContextKey): string | undefined => {
+    const value = raw(key);
+    if (value === undefined || typeof value === 'string') return value;
+    problems.push(`${key} must be a string, got ${JSON.stringify(value)}`);
+    return undefined;
+  };
+  const int = (key: ContextKey): number | undefined => {
+    const value = raw(key);
+    if (value === undefined) return undefined;
+    const n = typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value) : value;
+    if (typeof n === 'number' && Number.isInteger(n)) return n;
+    problems.push(`${key} must be a whole number, got ${JSON.stringify(value)}`);
+    return undefined;
+  };
+  const bool = (key: ContextKey): boolean | undefined => {
+    const value = raw(key);
+    if (value === undefined || typeof value === 'boolean') return value;
+    if (value === 'true' || value === 'false') return value === 'true';
+    problems.push(`${key} must be true or false, got ${JSON.stringify(value)}`);
+    return undefined;
+  };
+  const seconds = (key: ContextKey): Duration | undefined => {
+    const n = int(key);
+    return n === undefined ? undefined : Duration.seconds(n);
+  };
+
+  const known = Object.keys(CONTEXT_SETTINGS);
+  for (const key of Object.keys(node.getAllContext())) {
+    if (FOREIGN_KEY.test(key) || known.includes(key)) continue;
+    const meant = known.find((k) => k.toLowerCase() === key.toLowerCase());
+    if (meant) problems.push(`unknown context key ${JSON.stringify(key)}: did you mean ${JSON.stringify(meant)}?`);
+  }
+
+  const account = str('account');
+  const region = str('region');
+  if ((account === undefined) !== (region === undefined)) {
+    problems.push(`account and region must be set together, got account ${JSON.stringify(account)} and region ${JSON.stringify(region)}`);
+  }
+  const env: Environment | undefined = account !== undefined && region !== undefined ? { account, region } : undefined;
+  const stackName = str('stackName') ?? (CONTEXT_SETTINGS.stackName.default as string);
+
+  const props: BackendStackProps = {
+    env,
+    stackName,
+    description: 'ECS SaaS backend: API on Fargate behind an ALB, scheduled jobs, alerts and the database',
+    alertEmail: str('alertEmail') ?? '',
+    jobs: options.jobs,
+    service: {
+      desiredCount: int('desiredCount'),
+      minCapacity: int('minCapacity'),
+      maxCapacity: int('maxCapacity'),
+      cpu: int('cpu'),
+      memoryMiB: int('memoryMiB'),
+      targetCpuPercent: int('targetCpuPercent'),
+      requestsPerTarget: int('requestsPerTarget'),
+      stopTimeout: seconds('stopTimeout'),
+      deregistrationDelay: seconds('deregistrationDelay'),
+      albIdleTimeout: seconds('albIdleTimeout'),
+      certificateArn: str('certificateArn'),
+    },
+    database: {
+      secretArn: str('databaseSecretArn'),
+      instanceType: str('databaseInstanceType'),
+      multiAz: bool('databaseMultiAz'),
+      deletionProtection: bool('databaseDeletionProtection'),
+    },
+    natGateways: int('natGateways'),
+    logRetentionDays: int('logRetentionDays'),
+    logLevel: str('logLevel'),
+    metricsNamespace: str('metricsNamespace'),
+    exportRetentionDays: int('exportRetentionDays'),
+  };
+
+  throwIfProblems(`The settings (cdk.json context) of stack ${stackName}`, [...problems, ...validateBackendStackProps(stackName, props)]);
+  return { stackName, props };
+}
