@@ -66,6 +66,24 @@ function toCron(fields: string): Cron {
 }
 
 /**
+ * The next 1,000 runs after `from`, remembered: synth asks for both gaps of every job several
+ * times with the same `from`, and each look-ahead costs croner tens of milliseconds.
+ */
+const upcomingRunsCache = new Map<string, readonly Date[]>();
+const UPCOMING_RUNS_CACHE_SIZE = 512;
+
+function upcomingRuns(fields: string, from: Date): readonly Date[] {
+  const key = `${fields}@${from.getTime()}`;
+  let runs = upcomingRunsCache.get(key);
+  if (runs === undefined) {
+    runs = toCron(fields).nextRuns(1_000, from);
+    if (upcomingRunsCache.size >= UPCOMING_RUNS_CACHE_SIZE) upcomingRunsCache.delete(upcomingRunsCache.keys().next().value!);
+    upcomingRunsCache.set(key, runs);
+  }
+  return runs;
+}
+
+/**
  * The next `count` run times strictly after `from`. A rate schedule has no fixed phase in
  * EventBridge (it counts from the rule's creation), so its times are counted from `from`.
  */
@@ -83,7 +101,7 @@ export function nextRuns(schedule: Schedule, count: number, from: Date = new Dat
  */
 export function shortestIntervalMs(schedule: Schedule, from: Date = new Date()): number {
   if (schedule.kind === 'rate') return schedule.everyMs;
-  const runs = toCron(schedule.fields).nextRuns(1_000, from);
+  const runs = upcomingRuns(schedule.fields, from);
   let shortest = Infinity;
   for (let i = 1; i < runs.length; i++) {
     shortest = Math.min(shortest, runs[i]!.getTime() - runs[i - 1]!.getTime());
@@ -97,7 +115,7 @@ export function shortestIntervalMs(schedule: Schedule, from: Date = new Date()):
  */
 export function longestIntervalMs(schedule: Schedule, from: Date = new Date()): number {
   if (schedule.kind === 'rate') return schedule.everyMs;
-  const runs = toCron(schedule.fields).nextRuns(1_000, from);
+  const runs = upcomingRuns(schedule.fields, from);
   let longest = 0;
   for (let i = 1; i < runs.length; i++) {
     longest = Math.max(longest, runs[i]!.getTime() - runs[i - 1]!.getTime());
