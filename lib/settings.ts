@@ -145,6 +145,7 @@ export function settingsFromContext(node: Node, options: { readonly jobs?: reado
     logLevel: str('logLevel'),
     metricsNamespace: str('metricsNamespace'),
     exportRetentionDays: int('exportRetentionDays'),
+    now: new Date(),
   };
 
   throwIfProblems(`The settings (cdk.json context) of stack ${stackName}`, [...problems, ...validateBackendStackProps(stackName, props)]);

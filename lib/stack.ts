@@ -95,7 +95,9 @@ export class BackendStack extends Stack {
   public readonly jobMonitoring: JobMonitoring;
 
   constructor(scope: Construct, id: string, props: BackendStackProps) {
-    const problems = validateBackendStackProps(id, props);
+    // One "now" for every schedule computation, so each is made once (lib/schedule.ts remembers them).
+    const now = props.now ?? new Date();
+    const problems = validateBackendStackProps(id, { ...props, now });
     if (problems.length > 0) throw new InvalidSettingsError(`Stack ${props.stackName ?? id}`, problems);
     super(scope, id, props);
 
@@ -160,7 +162,7 @@ export class BackendStack extends Stack {
       alertTopic: this.alerts.topic,
       exportBucket: this.exportBucket,
       namePrefix: this.stackName,
-      now: props.now,
+      now,
     });
     this.jobMonitoring = new JobMonitoring(this, 'JobMonitoring', {
       jobs: this.scheduledJobs,
@@ -168,7 +170,7 @@ export class BackendStack extends Stack {
       topic: this.alerts.topic,
       metricsNamespace,
       namePrefix: this.stackName,
-      now: props.now,
+      now,
     });
 
     this.database.allowFrom(this.webService.securityGroup, 'API tasks');

@@ -1,0 +1,70 @@
+/**
+ * Shared helpers of the infrastructure tests: an App with the same context as cdk.json, a
+ * synthesized BackendStack, and a test copy of the jobs table.
+ */
+import { readFileSync } from 'node:fs';
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { JOBS, type JobDefinition } from '../../lib/jobs.js';
+import { BackendStack, type BackendStackProps } from '../../lib/stack.js';
+
+/** cdk.json's context (feature flags and settings), so tests synthesize what `cdk synth` does. */
+export const CDK_CONTEXT: Record<string, unknown> = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')).context;
+
+/** A fixed "now", so the schedules' gaps (and so the alarms) are the same on every run. */
+export const NOW = new Date('2026-01-05T00:00:00Z');
+
+export const STACK_ID = 'Test';
+
+export function newApp(context: Record<string, unknown> = {}): App {
+  return new App({ context: { ...CDK_CONTEXT, ...context } });
+}
+
+export interface Synthesized {
+  readonly app: App;
+  readonly stack: BackendStack;
+  readonly template: Template;
+}
+
+/** A fresh App and stack with `props` on top of test defaults, synthesized. */
+export function synth(props: Partial<BackendStackProps> = {}): Synthesized {
+  const app = newApp();
+  const stack = new BackendStack(app, STACK_ID, { alertEmail: 'oncall@example.com', now: NOW, ...props });
+  return { app, stack, template: Template.fromStack(stack) };
+}
+
+/** A copy of the jobs table, as plain mutable rows. */
+export function jobsCopy(): JobDefinition[] {
+  return JOBS.map((job) => ({ ...job }));
+}
+
+/** A valid extra job, for "one more job" tests. */
+export const EXTRA_JOB: JobDefinition = {
+  name: 'usage-digest',
+  description: 'Mails each account a digest of yesterday\'s usage',
+  schedule: 'cron(0 6 * * ? *)',
+  cpu: 256,
+  memoryMiB: 512,
+  timeoutSeconds: 15 * 60,
+  retries: 1,
+  overlap: 'skip',
+  enabled: true,
+  spot: false,
+  usesExportBucket: false,
+  missedRunGraceMinutes: 30,
+};
+
+/** The resources of `type` in the template, by logical id. */
+export function resources(template: Template, type: string): Record<string, { Properties: Record<string, any> }> {
+  return template.findResources(type) as Record<string, { Properties: Record<string, any> }>;
+}
+
+/** The message `fn` throws; fails the test when it does not throw. */
+export function errorMessage(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    return (err as Error).message;
+  }
+  throw new Error('expected an error, but none was thrown');
+}
