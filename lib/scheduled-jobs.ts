@@ -16,7 +16,7 @@ import type * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { addAppTask, type AppRuntime } from './app-task.js';
-import { logicalId } from './nag.js';
+import { nagText } from './nag.js';
 import { CONTAINER, JOB_DEFAULTS, LIMITS } from './defaults.js';
 import { JOBS, validateJobs, type JobDefinition } from './jobs.js';
 import { missedRunProblems } from './missed-run.js';
@@ -149,7 +149,7 @@ export class ScheduledJobs extends Construct {
       // Exactly what an upload needs (a multipart upload is authorized as s3:PutObject too); grantPut would add legal holds, retention and tagging.
       iam.Grant.addToPrincipal({ grantee: taskRole, actions: ['s3:PutObject', 's3:AbortMultipartUpload'], resourceArns: [props.exportBucket.arnForObjects('*')] });
       Validations.of(taskRole).acknowledge({
-        id: `AwsSolutions-IAM5[Resource::<${logicalId(props.exportBucket)}.Arn>/*]`,
+        id: `AwsSolutions-IAM5[Resource::${nagText(this, props.exportBucket.arnForObjects('*'))}]`,
         reason: 'The job writes one object per run under a key it derives from the run (e.g. the week); the grant covers objects of the export bucket only, and only uploads.',
       });
     }
@@ -195,7 +195,7 @@ export class ScheduledJobs extends Construct {
     // The role EcsTask made for EventBridge (RunTask on this task definition, PassRole on its two roles).
     const eventsRole = taskDefinition.node.findChild('EventsRole');
     Validations.of(eventsRole).acknowledge({
-      id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:*:task/<${logicalId(props.cluster)}>/*]`,
+      id: `AwsSolutions-IAM5[Resource::${nagText(this, `arn:${Stack.of(this).partition}:ecs:${Stack.of(this).region}:*:task/${props.cluster.clusterName}/*`)}]`,
       reason: 'EventBridge tags the task it starts (propagateTags); a task\'s ARN exists only once it runs, so the grant covers the tasks of this one cluster.',
     });
 

@@ -8,10 +8,10 @@
  */
 import { Duration, type Environment } from 'aws-cdk-lib';
 import type { Node } from 'constructs';
-import { DATABASE_DEFAULTS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STORAGE_DEFAULTS } from './defaults.js';
+import { DATABASE_DEFAULTS, LIMITS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STORAGE_DEFAULTS } from './defaults.js';
 import type { JobDefinition } from './jobs.js';
 import { validateBackendStackProps, type BackendStackProps } from './stack.js';
-import { throwIfProblems } from './validation.js';
+import { Problems, throwIfProblems } from './validation.js';
 
 type Kind = 'string' | 'integer' | 'boolean';
 
@@ -95,9 +95,11 @@ export function settingsFromContext(node: Node, options: { readonly jobs?: reado
     problems.push(`${key} must be true or false, got ${JSON.stringify(value)}`);
     return undefined;
   };
-  const seconds = (key: ContextKey): Duration | undefined => {
+  // A Duration cannot even hold a negative number, so the range is checked here, in the construct's words.
+  const range = new Problems();
+  const seconds = (key: 'stopTimeout' | 'deregistrationDelay' | 'albIdleTimeout'): Duration | undefined => {
     const n = int(key);
-    return n === undefined ? undefined : Duration.seconds(n);
+    return n !== undefined && range.seconds(key, n, LIMITS[`${key}Seconds`]) ? Duration.seconds(n) : undefined;
   };
 
   const known = Object.keys(CONTEXT_SETTINGS);
@@ -148,6 +150,6 @@ export function settingsFromContext(node: Node, options: { readonly jobs?: reado
     now: new Date(),
   };
 
-  throwIfProblems(`The settings (cdk.json context) of stack ${stackName}`, [...problems, ...validateBackendStackProps(stackName, props)]);
+  throwIfProblems(`The settings (cdk.json context) of stack ${stackName}`, [...problems, ...range.list, ...validateBackendStackProps(stackName, props)]);
   return { stackName, props };
 }

@@ -35,11 +35,11 @@ export class Problems {
   }
 
   /** `value` must be a whole number of seconds in [range.min, range.max]. */
-  seconds(name: string, value: Duration | undefined, range: { readonly min: number; readonly max: number }): void {
-    if (value === undefined || value.isUnresolved()) return;
-    const s = value.toSeconds({ integral: false });
-    if (!Number.isInteger(s) || s < range.min || s > range.max) {
-      this.add(`${name} must be a whole number of seconds between ${range.min} and ${range.max}, got ${s}`);
-    }
+  seconds(name: string, value: Duration | number | undefined, range: { readonly min: number; readonly max: number }): boolean {
+    if (value === undefined || Token.isUnresolved(value) || (typeof value !== 'number' && value.isUnresolved())) return true;
+    const s = typeof value === 'number' ? value : value.toSeconds({ integral: false });
+    if (Number.isInteger(s) && s >= range.min && s <= range.max) return true;
+    this.add(`${name} must be a whole number of seconds between ${range.min} and ${range.max}, got ${s}`);
+    return false;
   }
 }

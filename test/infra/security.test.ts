@@ -1,0 +1,212 @@
+import { Stack, Validations } from 'aws-cdk-lib';
+import { Match } from 'aws-cdk-lib/assertions';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import type { IConstruct } from 'constructs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { JOBS } from '../../lib/jobs.js';
+import { settingsFromContext } from '../../lib/settings.js';
+import { BackendStack } from '../../lib/stack.js';
+import { newApp, resources, synth, type Synthesized } from './synth.js';
+
+const DB_SECRETS = { DB_HOST: 'host', DB_PORT: 'port', DB_NAME: 'dbname', DB_USER: 'username', DB_PASSWORD: 'password' };
+const EXISTING_SECRET = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-AbCdEf';
+
+interface Statement {
+  readonly policy: string;
+  readonly Effect: string;
+  readonly Action: string | string[];
+  readonly Resource: unknown;
+}
+
+/** Every statement of every identity policy in the template, with the policy's logical id. */
+function identityStatements(s: Synthesized): Statement[] {
+  const out: Statement[] = [];
+  for (const [id, policy] of Object.entries(resources(s.template, 'AWS::IAM::Policy'))) {
+    for (const st of policy.Properties.PolicyDocument.Statement) out.push({ policy: id, ...st });
+  }
+  for (const [id, role] of Object.entries(resources(s.template, 'AWS::IAM::Role'))) {
+    for (const p of role.Properties.Policies ?? []) for (const st of p.PolicyDocument.Statement) out.push({ policy: id, ...st });
+  }
+  return out;
+}
+
+const list = <T>(v: T | T[]): T[] => (Array.isArray(v) ? v : [v]);
+
+/** The policy attached to the role with logical id `roleId`. */
+function policyOfRole(s: Synthesized, roleId: string): Statement[] {
+  return identityStatements(s).filter((st) => {
+    const policy = resources(s.template, 'AWS::IAM::Policy')[st.policy];
+    return policy?.Properties.Roles.some((r: { Ref: string }) => r.Ref === roleId);
+  });
+}
+
+/** Every acknowledgement in the construct tree: rule id → reasons. */
+function acknowledgements(root: IConstruct): { id: string; reason: string; path: string }[] {
+  const out: { id: string; reason: string; path: string }[] = [];
+  for (const c of root.node.findAll()) {
+    for (const entry of c.node.metadata) {
+      if (entry.type !== Validations.ACKNOWLEDGED_RULES_METADATA_KEY) continue;
+      for (const [id, reason] of Object.entries(entry.data as Record<string, string>)) out.push({ id, reason, path: c.node.path });
+    }
+  }
+  return out;
+}
+
+let s: Synthesized;
+beforeAll(() => {
+  s = synth();
+});
+
+describe('IAM', () => {
+  it('has no wildcard beyond the acknowledged ones', () => {
+    const wildcards = identityStatements(s)
+      .filter((st) => st.Effect === 'Allow' && JSON.stringify([st.Action, st.Resource]).includes('*'))
+      .map((st) => ({ actions: list(st.Action).sort(), resource: JSON.stringify(st.Resource) }));
+    const accepted = (w: { actions: string[]; resource: string }): boolean =>
+      // ecr:GetAuthorizationToken has no resource-level permissions (execution roles).
+      (w.actions.join() === 'ecr:GetAuthorizationToken' && w.resource === '"*"')
+      // EventBridge tags the task it starts; tasks of this one cluster (the events roles).
+      || (w.actions.join() === 'ecs:TagResource' && /:task\/",\{"Ref":"Cluster[^"]+"\},"\/\*"/.test(w.resource))
+      // weekly-export uploads objects into the export bucket only.
+      || (w.actions.join() === 's3:AbortMultipartUpload,s3:PutObject' && /ExportBucket[^"]*","Arn"\]\},"\/\*"/.test(w.resource))
+;
+    expect(wildcards.filter((w) => !accepted(w))).toEqual([]);
+    expect(wildcards.some((w) => w.actions.some((a) => a.includes('*')))).toBe(false);
+  });
+
+  it('gives each job its own task role: publish to the alert topic, plus the export bucket for export jobs only', () => {
+    const taskDefs = Object.values(resources(s.template, 'AWS::ECS::TaskDefinition'));
+    for (const job of JOBS.filter((j) => j.enabled)) {
+      const taskDef = taskDefs.find((t) => t.Properties.Family.endsWith(`-${job.name}`))!.Properties;
+      const roleId = taskDef.TaskRoleArn['Fn::GetAtt'][0];
+      const statements = policyOfRole(s, roleId).map((st) => ({ actions: list(st.Action).sort(), resource: JSON.stringify(st.Resource) }));
+      const expected = [
+        { actions: ['sns:Publish'], resource: expect.stringMatching(/^\{"Ref":"AlertsTopic/) },
+        { actions: ['kms:Decrypt', 'kms:GenerateDataKey'], resource: expect.stringMatching(/AlertsKey/) },
+        ...(job.usesExportBucket ? [{ actions: ['s3:AbortMultipartUpload', 's3:PutObject'], resource: expect.stringMatching(/ExportBucket/) }] : []),
+      ];
+      expect(statements).toEqual(expected);
+    }
+  });
+
+  it('keeps the API\'s task role separate from the jobs\' and grants it nothing', () => {
+    const taskDefs = Object.entries(resources(s.template, 'AWS::ECS::TaskDefinition'));
+    const apiRole = taskDefs.find(([id]) => id.startsWith('Api'))![1].Properties.TaskRoleArn['Fn::GetAtt'][0];
+    const jobRoles = taskDefs.filter(([id]) => id.startsWith('Jobs')).map(([, t]) => t.Properties.TaskRoleArn['Fn::GetAtt'][0]);
+    expect(jobRoles).not.toContain(apiRole);
+    expect(new Set(jobRoles).size).toBe(jobRoles.length);
+    expect(policyOfRole(s, apiRole)).toEqual([]);
+  });
+});
+
+describe('the database', () => {
+  it('is a new encrypted PostgreSQL instance in isolated subnets that requires TLS', () => {
+    s.template.hasResourceProperties('AWS::RDS::DBInstance', {
+      Engine: 'postgres',
+      StorageEncrypted: true,
+      PubliclyAccessible: false,
+      DeletionProtection: true,
+      BackupRetentionPeriod: 7,
+    });
+    s.template.hasResourceProperties('AWS::RDS::DBParameterGroup', { Parameters: { 'rds.force_ssl': '1' } });
+    s.template.hasResourceProperties('AWS::RDS::DBSubnetGroup', {
+      SubnetIds: [{ Ref: Match.stringLikeRegexp('^VpcIsolatedSubnet1') }, { Ref: Match.stringLikeRegexp('^VpcIsolatedSubnet2') }],
+    });
+  });
+
+  it('injects the connection as ECS secrets from the secret\'s JSON fields, never as plain environment', () => {
+    for (const taskDef of Object.values(resources(s.template, 'AWS::ECS::TaskDefinition'))) {
+      const [container] = taskDef.Properties.ContainerDefinitions;
+      const env = Object.fromEntries(container.Environment.map((e: { Name: string; Value: unknown }) => [e.Name, e.Value]));
+      for (const name of [...Object.keys(DB_SECRETS), 'DATABASE_URL']) expect(env).not.toHaveProperty(name);
+      expect(JSON.stringify(env)).not.toMatch(/password/i);
+      expect(container.Environment).toContainEqual({ Name: 'DB_SSL', Value: 'verify' });
+      const secrets = Object.fromEntries(container.Secrets.map((x: { Name: string; ValueFrom: any }) => [x.Name, x.ValueFrom]));
+      expect(Object.keys(secrets).sort()).toEqual(Object.keys(DB_SECRETS).sort());
+      for (const [name, field] of Object.entries(DB_SECRETS)) {
+        expect(secrets[name]).toEqual({ 'Fn::Join': ['', [{ Ref: expect.stringMatching(/^DatabaseInstanceSecretAttachment/) }, `:${field}::`]] });
+      }
+    }
+  });
+
+  it('admits the API and the job tasks only', () => {
+    const ingress = Object.values(resources(s.template, 'AWS::EC2::SecurityGroupIngress'))
+      .map((r) => r.Properties)
+      .filter((p) => JSON.stringify(p.GroupId).includes('Database'));
+    expect(ingress.map((p) => p.SourceSecurityGroupId['Fn::GetAtt'][0]).sort()).toEqual([expect.stringMatching(/^ApiSecurityGroup/), expect.stringMatching(/^JobsSecurityGroup/)]);
+    const port = { 'Fn::GetAtt': [expect.stringMatching(/^DatabaseInstance/), 'Endpoint.Port'] };
+    for (const p of ingress) expect(p).toMatchObject({ IpProtocol: 'tcp', FromPort: port, ToPort: port });
+    const [dbGroup] = Object.entries(resources(s.template, 'AWS::EC2::SecurityGroup')).filter(([id]) => id.startsWith('Database'));
+    expect(dbGroup![1].Properties.SecurityGroupIngress ?? []).toEqual([]);
+  });
+
+  it('can be an existing database named by its secret ARN', () => {
+    const existing = synth({ database: { secretArn: EXISTING_SECRET } });
+    existing.template.resourceCountIs('AWS::RDS::DBInstance', 0);
+    existing.template.resourceCountIs('AWS::SecretsManager::Secret', 0);
+    const [taskDef] = Object.values(resources(existing.template, 'AWS::ECS::TaskDefinition'));
+    expect(taskDef!.Properties.ContainerDefinitions[0].Secrets).toContainEqual({ Name: 'DB_PASSWORD', ValueFrom: `${EXISTING_SECRET}:password::` });
+    existing.template.hasResourceProperties('AWS::IAM::Policy', {
+      PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Action: ['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'], Resource: EXISTING_SECRET })]) },
+    });
+    expect(new AwsSolutionsChecks().validateScope(existing.app).violations).toEqual([]);
+  });
+});
+
+describe('alerts and buckets', () => {
+  it('sends alerts through one encrypted topic with an email subscription', () => {
+    s.template.resourceCountIs('AWS::SNS::Topic', 1);
+    s.template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: Match.anyValue() });
+    s.template.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'oncall@example.com' });
+    s.template.hasResourceProperties('AWS::KMS::Key', {
+      EnableKeyRotation: true,
+      KeyPolicy: { Statement: Match.arrayWith([Match.objectLike({ Principal: { Service: ['cloudwatch.amazonaws.com', 'events.amazonaws.com'] } })]) },
+    });
+  });
+
+  it('keeps the export bucket encrypted, private, TLS-only and expiring', () => {
+    const [[id, bucket]] = Object.entries(resources(s.template, 'AWS::S3::Bucket')).filter(([logicalId]) => logicalId.startsWith('ExportBucket'));
+    expect(bucket.Properties).toMatchObject({
+      BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
+      PublicAccessBlockConfiguration: { BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true },
+      LifecycleConfiguration: { Rules: [expect.objectContaining({ Status: 'Enabled', ExpirationInDays: 365 })] },
+      LoggingConfiguration: expect.anything(),
+    });
+    s.template.hasResourceProperties('AWS::S3::BucketPolicy', {
+      Bucket: { Ref: id },
+      PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]) },
+    });
+  });
+});
+
+describe('cdk-nag (AwsSolutions, v3)', () => {
+  it('finds nothing unacknowledged in the default stack, and every acknowledgement has a reason', () => {
+    expect(new AwsSolutionsChecks().validateScope(s.app).violations).toEqual([]);
+    const acks = acknowledgements(s.app);
+    expect(acks.length).toBeGreaterThan(0);
+    for (const ack of acks) expect(ack.reason.length, `${ack.id} at ${ack.path}`).toBeGreaterThan(60);
+  });
+
+  it('finds nothing unacknowledged with HTTPS, a region (ALB access logs), Multi-AZ and no deletion protection', () => {
+    const variant = synth({
+      env: { account: '123456789012', region: 'eu-west-1' },
+      service: { certificateArn: 'arn:aws:acm:eu-west-1:123456789012:certificate/abc' },
+      database: { multiAz: true, deletionProtection: false },
+    });
+    expect(new AwsSolutionsChecks().validateScope(variant.app).violations).toEqual([]);
+  });
+
+  it('runs as the app\'s validation plugin: synth passes clean, and fails on an unacknowledged error', () => {
+    const app = newApp();
+    const { stackName, props } = settingsFromContext(app.node);
+    new BackendStack(app, stackName, props);
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    expect(() => app.synth()).not.toThrow();
+
+    const bad = newApp();
+    new sqs.Queue(new Stack(bad, 'Bad'), 'PlainQueue');
+    Validations.of(bad).addPlugins(new AwsSolutionsChecks(bad));
+    expect(() => bad.synth()).toThrow(/AwsSolutions-SQS/);
+  });
+});
