@@ -49,6 +49,23 @@ const postgresUrl = z
 
 const optional = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (v === '' ? undefined : v), schema.optional());
 
+const FAULT = /^(fail-attempts)=(\d+|all)$|^(timeout-ms)=(\d+)$/;
+const jobFaults = z
+  .string()
+  .trim()
+  .refine((v) => v.split(',').every((part) => FAULT.test(part.trim())), {
+    message: 'accepts comma-separated fail-attempts=<n|all> and timeout-ms=<n>',
+  })
+  .transform((v): JobFaults => {
+    const faults: { failAttempts?: number; timeoutMs?: number } = {};
+    for (const part of v.split(',')) {
+      const [key, value] = part.trim().split('=') as [string, string];
+      if (key === 'fail-attempts') faults.failAttempts = value === 'all' ? Infinity : Number(value);
+      else faults.timeoutMs = Number(value);
+    }
+    return faults;
+  });
+
 const schema = z.object({
   /** Postgres connection URL. When unset, the DB_* fields below are used (ECS injects them from the database secret). */
   DATABASE_URL: optional(postgresUrl),
@@ -96,7 +113,27 @@ const schema = z.object({
   EXPORT_DIR: z.string().trim().min(1).default('.exports'),
   /** S3 bucket for weekly-export; unset means local files only. */
   EXPORT_BUCKET: optional(z.string().trim().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, { message: 'accepts an S3 bucket name' })),
+  /** Items per batch of every job (accounts for billing-run and report-aggregation, rows for data-cleanup, invoices per page for weekly-export): one short statement and one checkpoint each. */
+  JOB_BATCH_SIZE: int('(items per batch)', 1, 1_000_000).default(5_000),
+  /** The first in-process retry of a failed job attempt waits about this long; each next one twice as long (with jitter, at most 60 s). */
+  JOB_RETRY_BACKOFF_MS: int('(milliseconds)', 0, 600_000).default(2_000),
+  /** data-cleanup deletes usage older than this, once invoiced and rolled up; report-aggregation refuses days older than this. */
+  USAGE_RETENTION_DAYS: int('(days)', 1, 36_500).default(400),
+  /** data-cleanup deletes job_runs attempts that finished longer ago than this. */
+  JOB_RUNS_RETENTION_DAYS: int('(days)', 1, 36_500).default(90),
+  /** Makes job runs fail or time out on purpose, for the runner's tests; refused unless NODE_ENV=test. */
+  JOB_FAULT_INJECTION: optional(jobFaults),
+  /** Only JOB_FAULT_INJECTION reads it. */
+  NODE_ENV: optional(z.string().trim()),
 });
+
+/** JOB_FAULT_INJECTION, parsed. */
+export interface JobFaults {
+  /** The first N attempts of each job process fail at their start (Infinity: all of them). */
+  readonly failAttempts?: number;
+  /** Replaces the job's timeout from the jobs table. */
+  readonly timeoutMs?: number;
+}
 
 export type Config = z.infer<typeof schema> & {
   /** node-postgres connection settings derived from DATABASE_URL or the DB_* fields. */
@@ -137,6 +174,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   if (c.PRE_STOP_DELAY_MS >= c.SHUTDOWN_TIMEOUT_MS) {
     problems.push(`  PRE_STOP_DELAY_MS=${c.PRE_STOP_DELAY_MS}: accepts less than SHUTDOWN_TIMEOUT_MS (${c.SHUTDOWN_TIMEOUT_MS}), or the drain has no time left`);
+  }
+  if (c.JOB_FAULT_INJECTION !== undefined && c.NODE_ENV !== 'test') {
+    problems.push(`  JOB_FAULT_INJECTION=${JSON.stringify(env.JOB_FAULT_INJECTION)}: makes jobs fail on purpose, so it is refused unless NODE_ENV=test`);
   }
   if (problems.length > 0) throw new UsageError(`Invalid configuration:\n${problems.join('\n')}`, 'CONFIG_INVALID');
 

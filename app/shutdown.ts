@@ -142,6 +142,19 @@ export class ShutdownCoordinator {
   }
 }
 
+/**
+ * The "pool" step, the last before the log flush: ends the pool once every request, worker
+ * and job is done with it. (Here rather than in server.ts so a job process can use it
+ * without loading the HTTP stack.)
+ */
+export function poolStep(pool: { end(): Promise<void>; readonly totalCount: number; readonly idleCount: number }): ShutdownStep {
+  return {
+    name: 'pool',
+    run: () => pool.end(),
+    pending: () => `${pool.totalCount - pool.idleCount} checked-out connection(s) of ${pool.totalCount} to be returned`,
+  };
+}
+
 export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }

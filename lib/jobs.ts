@@ -121,6 +121,12 @@ export function fargateMemoryChoices(cpu: number): number[] | undefined {
   return out;
 }
 
+/**
+ * The container's own commands (`node dist/app/main.js <command>`): a job cannot take one
+ * of these names, or the command would shadow it.
+ */
+export const CONTAINER_COMMANDS = ['migrate', 'jobs', 'runs', 'seed'] as const;
+
 const KEBAB = /^[a-z][a-z0-9]*(-[a-z0-9]+)*$/;
 /** EventBridge rule names and ECS family names share a 64-character budget with the stack's prefix. */
 const MAX_NAME_LENGTH = 40;
@@ -141,6 +147,8 @@ export function validateJobs(jobs: readonly JobDefinition[], now: Date = new Dat
       bad('name', `must be kebab-case, at most ${MAX_NAME_LENGTH} characters (e.g. "billing-run"), got ${JSON.stringify(job.name)}`);
     } else if (seen.has(job.name)) {
       bad('name', 'is a duplicate: every job needs its own name');
+    } else if ((CONTAINER_COMMANDS as readonly string[]).includes(job.name)) {
+      bad('name', `is reserved: the container's commands are ${CONTAINER_COMMANDS.join(', ')}`);
     }
     seen.add(job.name);
 
