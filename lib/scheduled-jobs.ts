@@ -146,8 +146,8 @@ export class ScheduledJobs extends Construct {
     const taskRole = taskDefinition.taskRole;
     grantPublish(props.alertTopic, taskRole);
     if (job.usesExportBucket && props.exportBucket) {
-      // Exactly what an upload needs (a multipart upload is authorized as s3:PutObject too); grantPut would add legal holds, retention and tagging.
-      iam.Grant.addToPrincipal({ grantee: taskRole, actions: ['s3:PutObject', 's3:AbortMultipartUpload'], resourceArns: [props.exportBucket.arnForObjects('*')] });
+      // Uploads only (the export is one PutObject); grantPut would add legal holds, retention and tagging.
+      iam.Grant.addToPrincipal({ grantee: taskRole, actions: ['s3:PutObject'], resourceArns: [props.exportBucket.arnForObjects('*')] });
       Validations.of(taskRole).acknowledge({
         id: `AwsSolutions-IAM5[Resource::${nagText(this, props.exportBucket.arnForObjects('*'))}]`,
         reason: 'The job writes one object per run under a key it derives from the run (e.g. the week); the grant covers objects of the export bucket only, and only uploads.',
