@@ -1,5 +1,125 @@
-// Replaced by the job runner (issue #3).
+/**
+ * `node dist/app/main.js <job> [--scheduled-time ISO] [--force]`: runs one scheduled job
+ * through the runner and exits with its outcome's code (app/errors.ts EXIT).
+ *
+ * The process registers two shutdown steps, job → pool. SIGTERM (ECS StopTask, a Spot
+ * interruption, a deploy) aborts the job's signal; the job step waits for the runner to
+ * record the run `interrupted` and release its locks; the pool closes; the logs flush; the
+ * process exits 3, all under SHUTDOWN_TIMEOUT_MS. A run that ends by itself goes through
+ * the same sequence.
+ */
+import { findJob, type JobName } from '../../lib/jobs.js';
 import type { Config } from '../config.js';
-export async function runJobCommand(name: string, _args: string[], _config: Config): Promise<void> {
-  throw new Error(`job runner not built yet: ${name}`);
+import { createPool } from '../db.js';
+import { UsageError } from '../errors.js';
+import { createLogger } from '../logger.js';
+import { ShutdownCoordinator, poolStep } from '../shutdown.js';
+import { HANDLERS } from './registry.js';
+import { JobRunner, exitCodeOf } from './runner.js';
+
+export const JOB_FLAGS = ['--scheduled-time <ISO-8601>', '--force'] as const;
+
+export interface JobArgs {
+  readonly scheduledTime: Date;
+  /** Where the time came from, for the log. */
+  readonly scheduledTimeSource: 'SCHEDULED_TIME' | '--scheduled-time' | 'now';
+  readonly force: boolean;
+}
+
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?))?$/i;
+
+/**
+ * Parses an ISO-8601 time: `2025-01-02T00:15:00Z`, with any UTC offset, or a bare date
+ * (`2025-01-02`, midnight UTC). A time without an offset is refused: it would mean a
+ * different run on every machine. Returns undefined when malformed.
+ */
+export function parseIsoTime(text: string): Date | undefined {
+  const m = ISO_TIME.exec(text.trim());
+  if (!m) return undefined;
+  const [, y, mo, d, h, mi, s, frac, zone] = m;
+  if (h !== undefined && zone === undefined) return undefined;
+  const [year, month, day, hour, minute, second] = [y, mo, d, h ?? '0', mi ?? '0', s ?? '0'].map(Number) as [number, number, number, number, number, number];
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return undefined;
+  let offsetMin = 0;
+  if (zone && zone.toUpperCase() !== 'Z') {
+    const [, sign, oh, om] = /^([+-])(\d{2}):?(\d{2})?$/.exec(zone)!;
+    if (Number(oh) > 23 || Number(om ?? 0) > 59) return undefined;
+    offsetMin = (sign === '-' ? -1 : 1) * (Number(oh) * 60 + Number(om ?? 0));
+  }
+  const ms = Math.floor(Number(`0.${frac ?? '0'}`) * 1_000);
+  return new Date(Date.UTC(year, month - 1, day, hour, minute, second, ms) - offsetMin * 60_000);
+}
+
+/** The job's flags and its scheduled time: SCHEDULED_TIME first, then --scheduled-time, then now. */
+export function parseJobArgs(job: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env, now: Date = new Date()): JobArgs {
+  let flagTime: string | undefined;
+  let force = false;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--force') force = true;
+    else if (arg === '--scheduled-time' || arg.startsWith('--scheduled-time=')) {
+      const value = arg.includes('=') ? arg.slice(arg.indexOf('=') + 1) : args[++i];
+      if (value === undefined || value === '') throw new UsageError(`--scheduled-time needs a value, e.g. --scheduled-time 2025-01-02T00:15:00Z`);
+      flagTime = value;
+    } else {
+      throw new UsageError(`Unknown argument "${arg}" for job ${job}. Valid flags: ${JOB_FLAGS.join(', ')}.`);
+    }
+  }
+  const bad = (source: string, value: string) =>
+    new UsageError(
+      `${source} ${JSON.stringify(value)} is not an ISO-8601 time. Use a UTC time like 2025-01-02T00:15:00Z, a time with its offset like 2025-01-02T01:15:00+01:00, or a date like 2025-01-02 (midnight UTC).`,
+    );
+  const fromEnv = env.SCHEDULED_TIME?.trim();
+  if (fromEnv) {
+    const t = parseIsoTime(fromEnv);
+    if (!t) throw bad('SCHEDULED_TIME', fromEnv);
+    return { scheduledTime: t, scheduledTimeSource: 'SCHEDULED_TIME', force };
+  }
+  if (flagTime !== undefined) {
+    const t = parseIsoTime(flagTime);
+    if (!t) throw bad('--scheduled-time', flagTime);
+    return { scheduledTime: t, scheduledTimeSource: '--scheduled-time', force };
+  }
+  return { scheduledTime: now, scheduledTimeSource: 'now', force };
+}
+
+export async function runJobCommand(name: string, args: string[], config: Config): Promise<void> {
+  const job = findJob(name);
+  if (!job) throw new UsageError(`Unknown job "${name}".`, 'UNKNOWN_JOB');
+  const { scheduledTime, scheduledTimeSource, force } = parseJobArgs(name, args);
+
+  const logger = createLogger(config.LOG_LEVEL, { mode: 'job', job: name });
+  const shutdown = new ShutdownCoordinator({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS, logger }).install();
+  const pool = createPool(config.database, { role: `job:${name}`, max: config.DB_POOL_MAX, logger });
+  const runner = new JobRunner({
+    job,
+    handler: HANDLERS[name as JobName],
+    pool,
+    config,
+    logger,
+    scheduledTime,
+    force,
+    shutdownSignal: shutdown.signal,
+    faults: config.JOB_FAULT_INJECTION,
+  });
+  logger.info(
+    { scheduledTime: scheduledTime.toISOString(), scheduledTimeSource, force, faults: config.JOB_FAULT_INJECTION },
+    `running ${name} for ${scheduledTime.toISOString()} (from ${scheduledTimeSource})${force ? ' with --force' : ''}`,
+  );
+  const outcome = runner.run();
+  shutdown
+    .add({
+      name: 'job',
+      run: async () => {
+        shutdown.exitCode = exitCodeOf(await outcome);
+      },
+      pending: () => runner.pending(),
+      force: () => runner.forceRelease(),
+    })
+    .add(poolStep(pool));
+
+  const result = await outcome;
+  // On SIGTERM the sequence is already under way, and the job step sets the exit code.
+  if (!shutdown.draining) await shutdown.shutdown(`the end of the run (${result.kind})`, exitCodeOf(result));
 }

@@ -1,0 +1,99 @@
+/**
+ * data-cleanup: deletes expired rows in bounded batches.
+ *
+ * What expires (cutoffs are counted back from the run's scheduled time, so a rerun deletes
+ * the same set):
+ *   - `usage` rows older than USAGE_RETENTION_DAYS, and only once they are accounted for:
+ *     the account's invoice for that UTC day exists and the day's rollup for that account
+ *     and metric exists. Usage that was never invoiced (a suspended account's) stays.
+ *   - `job_runs` attempts that finished more than JOB_RUNS_RETENTION_DAYS ago.
+ * Invoices and rollups are never deleted.
+ *
+ * The pattern to copy for "delete a lot without hurting anyone": each batch is one
+ * autocommit statement that deletes at most JOB_BATCH_SIZE rows, so row locks last
+ * milliseconds and the table stays writable; batches walk an index in keyset order so no
+ * batch rescans rows the previous ones kept.
+ */
+import { DAY_MS, defineJob, utcMidnight } from './handler.js';
+
+export interface CleanupCheckpoint {
+  /** The usage pass has looked at every row up to this (occurred_at, id); null when it has not started. */
+  readonly usageAfter: { readonly occurredAt: string; readonly id: string } | null;
+  /** The usage pass is over; the job_runs pass is next. */
+  readonly usageDone: boolean;
+  readonly deleted: { readonly usage: number; readonly jobRuns: number };
+}
+
+function cutoffs(t: Date, usageDays: number, runsDays: number) {
+  const midnight = utcMidnight(t).getTime();
+  return { usage: new Date(midnight - usageDays * DAY_MS), jobRuns: new Date(midnight - runsDays * DAY_MS) };
+}
+
+export const dataCleanup = defineJob<CleanupCheckpoint>({
+  describePeriod: (t) => `rows expired by ${utcMidnight(t).toISOString().slice(0, 10)}`,
+
+  async run(ctx) {
+    const limit = ctx.config.JOB_BATCH_SIZE;
+    const cutoff = cutoffs(ctx.scheduledTime, ctx.config.USAGE_RETENTION_DAYS, ctx.config.JOB_RUNS_RETENTION_DAYS);
+    let state: CleanupCheckpoint = ctx.checkpoint ?? { usageAfter: null, usageDone: false, deleted: { usage: 0, jobRuns: 0 } };
+    const processed = () => state.deleted.usage + state.deleted.jobRuns;
+    ctx.progress(processed(), null);
+
+    while (!state.usageDone) {
+      ctx.signal.throwIfAborted();
+      const after = state.usageAfter ?? { occurredAt: '-infinity', id: '0' };
+      const { rows } = await ctx.pool.query<{ scanned: number; last_at: string | null; last_id: string | null; deleted: number }>(
+        `WITH candidates AS (
+           SELECT id, account_id, metric, occurred_at FROM usage
+           -- The redundant lower bound lets the index start where the last batch ended.
+           WHERE occurred_at < $1::timestamptz AND occurred_at >= $2::timestamptz
+             AND (occurred_at, id) > ($2::timestamptz, $3::bigint)
+           ORDER BY occurred_at, id
+           LIMIT $4
+         ), deleted AS (
+           DELETE FROM usage u USING candidates c
+           WHERE u.id = c.id
+             AND EXISTS (SELECT 1 FROM invoices i
+                         WHERE i.account_id = c.account_id AND i.period_start = (c.occurred_at AT TIME ZONE 'UTC')::date)
+             AND EXISTS (SELECT 1 FROM usage_daily d
+                         WHERE d.day = (c.occurred_at AT TIME ZONE 'UTC')::date AND d.account_id = c.account_id AND d.metric = c.metric)
+           RETURNING 1
+         ), last AS (
+           SELECT occurred_at, id FROM candidates ORDER BY occurred_at DESC, id DESC LIMIT 1
+         )
+         SELECT (SELECT count(*) FROM candidates)::int AS scanned,
+                (SELECT to_json(occurred_at) #>> '{}' FROM last) AS last_at,
+                (SELECT id::text FROM last) AS last_id,
+                (SELECT count(*) FROM deleted)::int AS deleted`,
+        [cutoff.usage.toISOString(), after.occurredAt, after.id, limit],
+      );
+      const batch = rows[0]!;
+      state = {
+        usageAfter: batch.last_id === null ? state.usageAfter : { occurredAt: batch.last_at!, id: batch.last_id },
+        usageDone: batch.scanned < limit,
+        deleted: { ...state.deleted, usage: state.deleted.usage + batch.deleted },
+      };
+      await ctx.saveCheckpoint(state, processed());
+    }
+
+    for (;;) {
+      ctx.signal.throwIfAborted();
+      const { rowCount } = await ctx.pool.query(
+        `DELETE FROM job_runs WHERE id IN (
+           SELECT id FROM job_runs WHERE status <> 'running' AND finished_at < $1::timestamptz ORDER BY id LIMIT $2
+         )`,
+        [cutoff.jobRuns.toISOString(), limit],
+      );
+      const deleted = rowCount ?? 0;
+      state = { ...state, deleted: { ...state.deleted, jobRuns: state.deleted.jobRuns + deleted } };
+      await ctx.saveCheckpoint(state, processed());
+      if (deleted < limit) break;
+    }
+    return {
+      usageCutoff: cutoff.usage.toISOString(),
+      jobRunsCutoff: cutoff.jobRuns.toISOString(),
+      usageDeleted: state.deleted.usage,
+      jobRunsDeleted: state.deleted.jobRuns,
+    };
+  },
+});

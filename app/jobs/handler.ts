@@ -1,0 +1,62 @@
+/**
+ * What a job's handler is given and what it must do. The runner (runner.ts) wraps every
+ * handler with the delivery safety, the heartbeat, the timeout, the retries and the alert;
+ * a handler only does the work, in batches:
+ *
+ *   for each batch:
+ *     ctx.signal.throwIfAborted()        // SIGTERM or the timeout: stop between batches
+ *     ...one short, idempotent statement...
+ *     await ctx.saveCheckpoint(state)    // where a rerun (or the retry) resumes
+ *
+ * A batch must be safe to repeat: a run killed between the batch's commit and its
+ * checkpoint does that batch again when it resumes.
+ */
+import type { JobDefinition } from '../../lib/jobs.js';
+import type { Config } from '../config.js';
+import type { Pool } from '../db.js';
+import type { Logger } from '../logger.js';
+
+export interface JobContext<C> {
+  readonly job: JobDefinition;
+  /** The run key's time: SCHEDULED_TIME, else --scheduled-time, else the start of a manual run. */
+  readonly scheduledTime: Date;
+  readonly pool: Pool;
+  readonly config: Config;
+  /** Carries the job's name, the run id and the attempt. */
+  readonly logger: Logger;
+  /**
+   * Aborts on SIGTERM/SIGINT (the run is then recorded `interrupted`) or when the table's
+   * timeout passes (`failed`, "timeout"). Check it between batches, after the checkpoint.
+   */
+  readonly signal: AbortSignal;
+  /** Where to resume: the last checkpoint of an unfinished attempt of this run key; undefined on a fresh start or with --force. */
+  readonly checkpoint: C | undefined;
+  /** Sets the progress the heartbeat records and reports (processed so far, and the total when known). */
+  progress(processed: number, total?: number | null): void;
+  /** Records `checkpoint` and the progress on the run's row; call it after each batch has committed. */
+  saveCheckpoint(checkpoint: C, processed: number): Promise<void>;
+}
+
+export interface JobHandler<C = unknown> {
+  /** What a run of `scheduledTime` works on, in words, for the logs and the alert: "billing day 2025-01-01". */
+  describePeriod(scheduledTime: Date): string;
+  /** Does the work; resolves with a summary that the runner logs. Throws to fail the attempt. */
+  run(ctx: JobContext<C>): Promise<Record<string, unknown>>;
+}
+
+/** Declares a handler with its checkpoint type. */
+export function defineJob<C>(handler: JobHandler<C>): JobHandler<C> {
+  return handler;
+}
+
+/** The first UTC midnight at or before `t`. */
+export function utcMidnight(t: Date): Date {
+  return new Date(Date.UTC(t.getUTCFullYear(), t.getUTCMonth(), t.getUTCDate()));
+}
+
+export const DAY_MS = 86_400_000;
+
+/** The whole UTC day before the one that contains `t`: the period a nightly job works on. */
+export function previousUtcDay(t: Date): Date {
+  return new Date(utcMidnight(t).getTime() - DAY_MS);
+}
