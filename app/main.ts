@@ -4,21 +4,27 @@
  *   node dist/app/main.js                      runs the HTTP API
  *   node dist/app/main.js <job> [flags]        runs one scheduled job and exits
  *   node dist/app/main.js migrate              applies the migrations and exits
+ *   node dist/app/main.js jobs [--json]        prints the jobs table, next runs and Fargate costs
+ *   node dist/app/main.js runs [<job>]         prints the recent job runs
+ *   node dist/app/main.js seed --accounts N    migrates, then creates demo accounts and usage
  *
  * Exit codes (app/errors.ts): 0 ok, 1 failure, 2 usage error, 3 job interrupted.
  */
-import { JOBS } from '../lib/jobs.js';
+import { CONTAINER_COMMANDS, JOBS } from '../lib/jobs.js';
 import { loadConfig } from './config.js';
 import { UsageError, EXIT } from './errors.js';
 import { createLogger, flushLogs, printError } from './logger.js';
 
-const COMMANDS = ['migrate'] as const;
+const COMMANDS = CONTAINER_COMMANDS;
 
 export function usage(): string {
   return [
     'Usage: node dist/app/main.js                 run the HTTP API',
     '       node dist/app/main.js <job> [--scheduled-time ISO] [--force]   run one job and exit',
     '       node dist/app/main.js migrate         apply the database migrations and exit',
+    '       node dist/app/main.js jobs [--json]   print the jobs: schedule, next runs, Fargate cost',
+    '       node dist/app/main.js runs [<job>] [--limit N]   print the recent job runs',
+    '       node dist/app/main.js seed [--accounts N] [--days D]   migrate, then create demo data',
     '',
     `Jobs: ${JOBS.map((j) => j.name).join(', ')}`,
   ].join('\n');
@@ -32,9 +38,15 @@ async function main(argv: string[]): Promise<void> {
   }
   if (command !== undefined && !COMMANDS.includes(command as (typeof COMMANDS)[number]) && !JOBS.some((j) => j.name === command)) {
     throw new UsageError(
-      `Unknown job "${command}". Known jobs: ${JOBS.map((j) => j.name).join(', ')} (or the command: ${COMMANDS.join(', ')}).\n\n${usage()}`,
+      `Unknown job "${command}". Known jobs: ${JOBS.map((j) => j.name).join(', ')} (or the commands: ${COMMANDS.join(', ')}).\n\n${usage()}`,
       'UNKNOWN_JOB',
     );
+  }
+  if (command === 'jobs') {
+    // Works without a database: the run lengths then come from a stated assumption.
+    const { runJobsCommand } = await import('./jobs/list.js');
+    await runJobsCommand(rest);
+    return;
   }
   const config = loadConfig();
   if (command === undefined) {
@@ -43,6 +55,12 @@ async function main(argv: string[]): Promise<void> {
   } else if (command === 'migrate') {
     const { runMigrate } = await import('./server.js');
     await runMigrate(config);
+  } else if (command === 'runs') {
+    const { runRunsCommand } = await import('./jobs/runs.js');
+    await runRunsCommand(rest, config);
+  } else if (command === 'seed') {
+    const { runSeedCommand } = await import('./seed.js');
+    await runSeedCommand(rest, config);
   } else {
     const { runJobCommand } = await import('./jobs/cli.js');
     await runJobCommand(command, rest, config);

@@ -1,0 +1,174 @@
+/**
+ * `npm run jobs [-- --json]`: the jobs table as an operator reads it. For each job: its
+ * schedule in words and its next three runs (UTC); cpu, memory and timeout; and what a run
+ * and a month of runs cost on Fargate, x86 and ARM, on-demand and Spot.
+ *
+ * A run's length is the median of its last succeeded runs in job_runs when a database is
+ * configured (DATABASE_URL or DB_*) and has some; otherwise the stated assumption.
+ */
+import { JOBS, type JobDefinition } from '../../lib/jobs.js';
+import { describeSchedule, nextRuns, parseSchedule, type Schedule } from '../../lib/schedule.js';
+import { loadConfig } from '../config.js';
+import { createPool } from '../db.js';
+import { UsageError } from '../errors.js';
+import { createLogger } from '../logger.js';
+import { errorText } from '../shutdown.js';
+import { COST_VARIANTS, FARGATE_PRICING, SPOT_DISCOUNT, costs } from './pricing.js';
+import { formatDuration } from './progress.js';
+import { textTable } from './text-table.js';
+
+/** How many recent succeeded runs the median is taken over. */
+export const MEDIAN_OF_RUNS = 20;
+
+export interface RunLength {
+  readonly seconds: number;
+  /** "median of 12 runs" or "assumed". */
+  readonly source: string;
+}
+
+export interface JobListing {
+  readonly name: string;
+  readonly enabled: boolean;
+  readonly description: string;
+  readonly schedule: string;
+  readonly scheduleText: string;
+  readonly nextRuns: string[];
+  readonly cpu: number;
+  readonly vcpu: number;
+  readonly memoryMiB: number;
+  readonly timeoutSeconds: number;
+  readonly retries: number;
+  readonly overlap: string;
+  readonly spot: boolean;
+  readonly runLengthSeconds: number;
+  readonly runLengthSource: string;
+  readonly runsPerMonth: number;
+  readonly costUsd: ReturnType<typeof costs>;
+  readonly pricing: { region: string; perVcpuHour: Record<string, number>; perGbHour: Record<string, number>; assumptions: string[] };
+}
+
+/** Runs in an average month: the runs of the next 365 days, over 12. */
+export function runsPerMonth(schedule: Schedule, from: Date = new Date()): number {
+  const yearMs = 365 * 86_400_000;
+  if (schedule.kind === 'rate') return yearMs / schedule.everyMs / 12;
+  const end = from.getTime() + yearMs;
+  let count = 0;
+  let cursor = from;
+  for (;;) {
+    const batch = nextRuns(schedule, 1_000, cursor).filter((d) => d.getTime() <= end);
+    count += batch.length;
+    if (batch.length < 1_000) break;
+    cursor = batch[batch.length - 1]!;
+  }
+  return count / 12;
+}
+
+const ASSUMPTIONS = [
+  `prices: Linux on Fargate in ${FARGATE_PRICING.region}, ${FARGATE_PRICING.regionName} (${FARGATE_PRICING.source})`,
+  `Spot: on-demand less ${Math.round(SPOT_DISCOUNT * 100)}% (AWS's "up to 70%"; the live Spot price moves)`,
+  `billed: the run plus ${FARGATE_PRICING.taskStartSeconds} s of task start (an assumption), at least ${FARGATE_PRICING.minimumBilledSeconds} s`,
+  `run length: median of the last ${MEDIAN_OF_RUNS} succeeded runs in job_runs; ${FARGATE_PRICING.assumedRunSeconds / 60} min assumed when there are none`,
+];
+
+export function listJob(job: JobDefinition, length: RunLength | undefined, now: Date = new Date()): JobListing {
+  const schedule = parseSchedule(job.schedule);
+  const runLength = length ?? { seconds: FARGATE_PRICING.assumedRunSeconds, source: 'assumed' };
+  const perMonth = runsPerMonth(schedule, now);
+  const { prices } = FARGATE_PRICING;
+  return {
+    name: job.name,
+    enabled: job.enabled,
+    description: job.description,
+    schedule: job.schedule,
+    scheduleText: describeSchedule(schedule),
+    nextRuns: job.enabled ? nextRuns(schedule, 3, now).map((d) => d.toISOString()) : [],
+    cpu: job.cpu,
+    vcpu: job.cpu / 1_024,
+    memoryMiB: job.memoryMiB,
+    timeoutSeconds: job.timeoutSeconds,
+    retries: job.retries,
+    overlap: job.overlap,
+    spot: job.spot,
+    runLengthSeconds: runLength.seconds,
+    runLengthSource: runLength.source,
+    runsPerMonth: Math.round(perMonth * 100) / 100,
+    costUsd: costs(job.cpu, job.memoryMiB, runLength.seconds, job.enabled ? perMonth : 0),
+    pricing: {
+      region: FARGATE_PRICING.region,
+      perVcpuHour: Object.fromEntries(COST_VARIANTS.map((v) => [v.key, round(prices[v.architecture][v.capacity].vcpuHour, 6)])),
+      perGbHour: Object.fromEntries(COST_VARIANTS.map((v) => [v.key, round(prices[v.architecture][v.capacity].gbHour, 7)])),
+      assumptions: ASSUMPTIONS,
+    },
+  };
+}
+
+function round(n: number, digits: number): number {
+  return Number(n.toFixed(digits));
+}
+
+const usd = (n: number) => (n === 0 ? '$0' : n < 0.01 ? `$${n.toFixed(4)}` : `$${n.toFixed(2)}`);
+const utc = (iso: string) => iso.slice(5, 16).replace('T', ' ');
+
+export function formatListing(listings: readonly JobListing[]): string {
+  const headers = ['JOB', 'ON', 'SCHEDULE (UTC)', 'NEXT 3 RUNS (UTC, MM-DD hh:mm)', 'CPU', 'MEMORY', 'TIMEOUT', 'RUN LENGTH', 'RUNS/MO', ...COST_VARIANTS.map((v) => `${v.label} RUN / MONTH`)];
+  const rows = listings.map((l) => [
+    l.name,
+    l.enabled ? 'yes' : 'no',
+    l.scheduleText.replace(/ \(UTC\)$/, ''),
+    l.nextRuns.map(utc).join(', ') || '(disabled)',
+    `${l.vcpu} vCPU`,
+    `${l.memoryMiB} MiB`,
+    formatDuration(l.timeoutSeconds),
+    `${formatDuration(l.runLengthSeconds)} ${l.runLengthSource === 'assumed' ? '(assumed)' : `(${l.runLengthSource})`}`,
+    l.runsPerMonth.toFixed(1),
+    ...COST_VARIANTS.map((v) => `${usd(l.costUsd.perRun[v.key])} / ${usd(l.costUsd.perMonth[v.key])}`),
+  ]);
+  const { prices } = FARGATE_PRICING;
+  const priceLines = COST_VARIANTS.map(
+    (v) => `  ${v.label.padEnd(9)} $${round(prices[v.architecture][v.capacity].vcpuHour, 6)} per vCPU-hour, $${round(prices[v.architecture][v.capacity].gbHour, 7)} per GB-hour`,
+  );
+  return [
+    textTable(headers, rows, new Set([4, 5, 6, 8])),
+    '',
+    `Fargate prices, Linux, ${FARGATE_PRICING.region}, ${FARGATE_PRICING.regionName} (${FARGATE_PRICING.source}):`,
+    ...priceLines,
+    ...ASSUMPTIONS.slice(1).map((a) => `  ${a}`),
+    '  which one applies: the stack\'s CPU architecture, and spot: true in lib/jobs.ts for Fargate Spot',
+  ].join('\n');
+}
+
+/** Median run lengths from job_runs, when a database is configured and reachable. */
+async function medianRunLengths(env: NodeJS.ProcessEnv): Promise<{ lengths: Map<string, RunLength>; note?: string }> {
+  if (!env.DATABASE_URL && !env.DB_HOST) return { lengths: new Map(), note: 'no DATABASE_URL: run lengths are the assumption' };
+  const config = loadConfig(env);
+  const logger = createLogger('silent');
+  const pool = createPool(config.database, { role: 'jobs', max: 1, logger });
+  try {
+    const { rows } = await pool.query<{ job: string; median_s: number; n: number }>(
+      `SELECT job, percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at))::float8 AS median_s, count(*)::int AS n
+       FROM (SELECT job, started_at, finished_at, row_number() OVER (PARTITION BY job ORDER BY finished_at DESC) AS recent
+             FROM job_runs WHERE status = 'succeeded') r
+       WHERE recent <= $1
+       GROUP BY job`,
+      [MEDIAN_OF_RUNS],
+    );
+    return { lengths: new Map(rows.map((r) => [r.job, { seconds: Math.round(Math.max(0, r.median_s) * 1_000) / 1_000, source: `median of ${r.n} run${r.n === 1 ? '' : 's'}` }])) };
+  } catch (err) {
+    return { lengths: new Map(), note: `could not read job_runs (${errorText(err)}): run lengths are the assumption` };
+  } finally {
+    await pool.end();
+  }
+}
+
+export async function runJobsCommand(args: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const unknown = args.filter((a) => a !== '--json');
+  if (unknown.length > 0) throw new UsageError(`Unknown argument "${unknown[0]}" for jobs. Valid flags: --json.`);
+  const { lengths, note } = await medianRunLengths(env);
+  const now = new Date();
+  const listings = JOBS.map((job) => listJob(job, lengths.get(job.name), now));
+  if (args.includes('--json')) {
+    process.stdout.write(`${JSON.stringify(listings, null, 2)}\n`);
+    return;
+  }
+  process.stdout.write(`${formatListing(listings)}\n${note ? `  ${note}\n` : ''}`);
+}
