@@ -1,0 +1,81 @@
+/** The job command line: the run key's time, the flags, and bad input (exit 2, a clear message, nothing done). */
+import { describe, expect, it } from 'vitest';
+import { JOBS } from '../../lib/jobs.js';
+import { parseIsoTime, parseJobArgs } from '../../app/jobs/cli.js';
+import { UsageError } from '../../app/errors.js';
+import { run } from '../helpers/process.js';
+
+// Usage errors come before any connection: this database does not exist.
+const NO_DB = { DATABASE_URL: 'postgres://u:p@127.0.0.1:1/none' };
+
+describe('the scheduled time', () => {
+  it('reads ISO-8601 times with an offset, and bare dates as midnight UTC', () => {
+    expect(parseIsoTime('2025-01-02T00:15:00Z')?.toISOString()).toBe('2025-01-02T00:15:00.000Z');
+    expect(parseIsoTime('2025-01-02T00:15:00.123456Z')?.toISOString()).toBe('2025-01-02T00:15:00.123Z');
+    expect(parseIsoTime('2025-01-02T01:15+01:00')?.toISOString()).toBe('2025-01-02T00:15:00.000Z');
+    expect(parseIsoTime('2025-01-01T19:15:00-0500')?.toISOString()).toBe('2025-01-02T00:15:00.000Z');
+    expect(parseIsoTime('2025-01-02')?.toISOString()).toBe('2025-01-02T00:00:00.000Z');
+  });
+
+  it('refuses what is not a real UTC-anchored time', () => {
+    for (const bad of ['yesterday', '2025-01-02T00:15:00', '2025-02-30', '2025-13-01', '2025-01-02T24:00Z', '2025-01-02T00:61Z', '1735776900', '']) {
+      expect(parseIsoTime(bad), bad).toBeUndefined();
+    }
+  });
+
+  it('comes from SCHEDULED_TIME first, then --scheduled-time, then the current time', () => {
+    const now = new Date('2025-05-05T05:05:05Z');
+    expect(parseJobArgs('billing-run', ['--scheduled-time', '2025-01-01T00:00Z'], { SCHEDULED_TIME: '2025-02-02T00:00:00Z' }, now)).toEqual({
+      scheduledTime: new Date('2025-02-02T00:00:00Z'),
+      scheduledTimeSource: 'SCHEDULED_TIME',
+      force: false,
+    });
+    expect(parseJobArgs('billing-run', ['--scheduled-time=2025-01-01T00:00Z', '--force'], {}, now)).toEqual({
+      scheduledTime: new Date('2025-01-01T00:00:00Z'),
+      scheduledTimeSource: '--scheduled-time',
+      force: true,
+    });
+    expect(parseJobArgs('billing-run', [], {}, now)).toEqual({ scheduledTime: now, scheduledTimeSource: 'now', force: false });
+    expect(() => parseJobArgs('billing-run', ['--scheduled-time'], {}, now)).toThrow(UsageError);
+  });
+});
+
+describe('bad input', () => {
+  it('an unknown job exits 2 and lists the valid jobs', async () => {
+    const r = await run(['bill-everyone', '--force'], NO_DB);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('Unknown job "bill-everyone". Known jobs: billing-run, report-aggregation, data-cleanup, weekly-export');
+    for (const job of JOBS) expect(r.stderr).toContain(job.name);
+    expect(r.stdout).toBe('');
+  });
+
+  it('a malformed --scheduled-time exits 2 and shows the accepted forms', async () => {
+    const r = await run(['billing-run', '--scheduled-time', 'last tuesday'], NO_DB);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(
+      '--scheduled-time "last tuesday" is not an ISO-8601 time. Use a UTC time like 2025-01-02T00:15:00Z, a time with its offset like 2025-01-02T01:15:00+01:00, or a date like 2025-01-02 (midnight UTC).\n',
+    );
+    expect(r.stdout).toBe('');
+  });
+
+  it('a malformed SCHEDULED_TIME (from EventBridge) exits 2 too', async () => {
+    const r = await run(['billing-run'], { ...NO_DB, SCHEDULED_TIME: '2025-02-30T00:15:00Z' });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^SCHEDULED_TIME "2025-02-30T00:15:00Z" is not an ISO-8601 time\./);
+  });
+
+  it('an unknown flag exits 2 and lists the valid flags', async () => {
+    const r = await run(['data-cleanup', '--dry-run'], NO_DB);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('Unknown argument "--dry-run" for job data-cleanup. Valid flags: --scheduled-time <ISO-8601>, --force.\n');
+  });
+
+  it('JOB_FAULT_INJECTION is refused outside NODE_ENV=test', async () => {
+    const r = await run(['data-cleanup'], { ...NO_DB, JOB_FAULT_INJECTION: 'fail-attempts=all' });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('JOB_FAULT_INJECTION="fail-attempts=all": makes jobs fail on purpose, so it is refused unless NODE_ENV=test');
+    const typo = await run(['data-cleanup'], { ...NO_DB, NODE_ENV: 'test', JOB_FAULT_INJECTION: 'fail=1' });
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('JOB_FAULT_INJECTION="fail=1": accepts comma-separated fail-attempts=<n|all> and timeout-ms=<n>');
+  });
+});

@@ -1,0 +1,211 @@
+/**
+ * Failure handling: the timeout, in-process retries, the final failure's one SNS alert
+ * (through the real @aws-sdk/client-sns against a local Query API endpoint), an SNS that is
+ * down, and the EMF metrics that the alarms read. Failures are injected with
+ * JOB_FAULT_INJECTION (refused outside NODE_ENV=test) into the real jobs.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from '../../lib/metrics.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { NIGHTLY_TIME, emfLines, expectNothingLeft, expectOneInvoicePerActiveAccount, jobRuns, msgs, runJob, seed } from '../helpers/jobs.js';
+import { snsEnv, startFakeSns, type FakeSns } from '../helpers/sns.js';
+
+let db: TestDatabase;
+let sns: FakeSns;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await seed(db, 1_000);
+  sns = await startFakeSns();
+});
+afterAll(async () => {
+  await sns.close();
+  await db.drop();
+});
+
+async function reset(): Promise<void> {
+  await db.query('TRUNCATE job_runs, invoices, usage_daily');
+  sns.messages.length = 0;
+}
+
+describe('the timeout', () => {
+  it('aborts the job, records `failed` with reason "timeout", alerts and exits 1', async () => {
+    await reset();
+    const r = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], {
+      JOB_FAULT_INJECTION: 'timeout-ms=400',
+      JOB_BATCH_SIZE: '2',
+      ...snsEnv(sns),
+    });
+    expect(r.code).toBe(1);
+    const rows = await jobRuns(db);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ status: 'failed', attempt: 1, error: 'timeout: the run passed its 0.4 s timeout (lib/jobs.ts)' });
+    expect(rows[0]!.checkpoint).not.toBeNull();
+    // A timeout is final: no retry, one alert.
+    expect(sns.messages).toHaveLength(1);
+    expect(sns.messages[0]!.message).toContain('Error:          timeout: the run passed its 0.4 s timeout');
+    const failed = emfLines(r.logs).filter((l) => l[JOB_METRICS.failed] === 1);
+    expect(failed).toHaveLength(1);
+    // The clock starts with the process's run, and the job stops at the end of its batch.
+    expect(failed[0]![JOB_METRICS.duration]).toBeGreaterThanOrEqual(400);
+    expect(failed[0]![JOB_METRICS.duration]).toBeLessThan(2_000);
+    await expectNothingLeft(db);
+  });
+});
+
+describe('retries', () => {
+  it('retry a failed attempt in-process, with each attempt recorded, and succeed without an alert', async () => {
+    await reset();
+    const r = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], {
+      JOB_FAULT_INJECTION: 'fail-attempts=2',
+      JOB_RETRY_BACKOFF_MS: '200',
+      ...snsEnv(sns),
+    });
+    expect(r.code).toBe(0);
+    expect(await jobRuns(db)).toMatchObject([
+      { status: 'failed', attempt: 1, error: expect.stringMatching(/^injected failure \(JOB_FAULT_INJECTION fail-attempts=2\)/) },
+      { status: 'failed', attempt: 2 },
+      { status: 'succeeded', attempt: 3 },
+    ]);
+    const retries = r.logs.filter((l) => typeof l.retryInMs === 'number').map((l) => l.retryInMs as number);
+    // Exponential, with jitter: the n-th wait is within [base·2^(n-1)/2, base·2^(n-1)].
+    expect(retries).toHaveLength(2);
+    expect(retries[0]).toBeGreaterThanOrEqual(100);
+    expect(retries[0]).toBeLessThanOrEqual(200);
+    expect(retries[1]).toBeGreaterThanOrEqual(200);
+    expect(retries[1]).toBeLessThanOrEqual(400);
+    expect(msgs(r.logs)).toContainEqual(expect.stringMatching(/attempt 1 failed: injected failure .*; retrying in \d+ ms \(2 retries left\)$/));
+    await expectOneInvoicePerActiveAccount(db);
+    expect(sns.messages).toHaveLength(0);
+    expect(emfLines(r.logs).filter((l) => l[JOB_METRICS.succeeded] === 1)).toHaveLength(1);
+    expect(emfLines(r.logs).filter((l) => l[JOB_METRICS.failed] !== undefined)).toHaveLength(0);
+    await expectNothingLeft(db);
+  });
+});
+
+describe('a final failure', () => {
+  let metadata: http.Server;
+  let metadataUrl: string;
+  const TASK_ARN = 'arn:aws:ecs:us-east-1:123456789012:task/jobs/0123456789abcdef0123456789abcdef';
+  beforeAll(async () => {
+    // The ECS task metadata endpoint (v4): the task, and this container.
+    metadata = http.createServer((req, res) => {
+      res.setHeader('content-type', 'application/json');
+      if (req.url === '/v4/abc/task') {
+        res.end(JSON.stringify({ Cluster: 'arn:aws:ecs:us-east-1:123456789012:cluster/jobs', TaskARN: TASK_ARN, Family: 'app-billing-run', Revision: '7', LaunchType: 'FARGATE' }));
+      } else if (req.url === '/v4/abc') {
+        res.end(JSON.stringify({ Name: 'app', DockerId: 'abc' }));
+      } else {
+        res.statusCode = 404;
+        res.end('{}');
+      }
+    });
+    await new Promise<void>((resolve) => metadata.listen(0, '127.0.0.1', resolve));
+    metadataUrl = `http://127.0.0.1:${(metadata.address() as AddressInfo).port}/v4/abc`;
+  });
+  afterAll(() => new Promise<void>((resolve) => metadata.close(() => resolve())));
+
+  it('publishes exactly one SNS message naming the job, the time, the run, the attempts, the error and the rerun command; exits 1', async () => {
+    await reset();
+    const requestsBefore = sns.requests;
+    const r = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], {
+      JOB_FAULT_INJECTION: 'fail-attempts=all',
+      ECS_CONTAINER_METADATA_URI_V4: metadataUrl,
+      ...snsEnv(sns),
+    });
+    expect(r.code).toBe(1);
+    const rows = await jobRuns(db);
+    expect(rows.map((x) => [x.status, x.attempt, x.ran_on])).toEqual([
+      ['failed', 1, TASK_ARN],
+      ['failed', 2, TASK_ARN],
+      ['failed', 3, TASK_ARN],
+    ]);
+
+    expect(sns.requests - requestsBefore).toBe(1);
+    expect(sns.messages).toHaveLength(1);
+    const [alert] = sns.messages;
+    expect(alert!.topicArn).toBe('arn:aws:sns:us-east-1:123456789012:job-alerts');
+    expect(alert!.authorization).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIDTEST\//);
+    expect(alert!.subject).toBe(`[job failed] billing-run scheduled ${NIGHTLY_TIME}`);
+    const body = alert!.message;
+    expect(body).toContain(`Run id:         ${rows[2]!.id}`);
+    expect(body).toContain('Attempts:       3 of 3');
+    expect(body).toMatch(/Duration:       \d+\.\d s/);
+    expect(body).toContain('Period:         billing day 2025-03-09');
+    expect(body).toContain(`Ran on:         ${TASK_ARN}`);
+    expect(body).toContain('Error:          injected failure (JOB_FAULT_INJECTION fail-attempts=all): attempt 3 fails on purpose');
+    expect(body).toContain(`  node dist/app/main.js billing-run --scheduled-time ${NIGHTLY_TIME}\n`);
+    expect(body).toContain('aws ecs run-task --cluster arn:aws:ecs:us-east-1:123456789012:cluster/jobs --task-definition app-billing-run:7 --launch-type FARGATE');
+    expect(body).toContain(`"command":["node","dist/app/main.js","billing-run","--scheduled-time","${NIGHTLY_TIME}"]`);
+    expect(r.logs.find((l) => l.msg.startsWith('failure alert published'))?.messageId).toBe(alert!.messageId);
+
+    // The rerun command it names works, and resumes the same run key.
+    const rerun = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], snsEnv(sns));
+    expect(rerun.code).toBe(0);
+    expect((await jobRuns(db)).at(-1)).toMatchObject({ status: 'succeeded', attempt: 4 });
+    expect(sns.messages).toHaveLength(1);
+    await expectNothingLeft(db);
+  });
+
+  it('still exits 1 when SNS is down, and logs that the alert could not be published', async () => {
+    await reset();
+    const closed = http.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+
+    const r = await runJob(db, ['data-cleanup', '--scheduled-time', '2025-03-10T06:00:00Z'], {
+      JOB_FAULT_INJECTION: 'fail-attempts=all',
+      ...snsEnv({ url: `http://127.0.0.1:${port}` }),
+    });
+    expect(r.code).toBe(1);
+    expect(r.logs.find((l) => l.msg.startsWith('could not publish the failure alert'))?.msg).toMatch(
+      /^could not publish the failure alert to arn:aws:sns:us-east-1:123456789012:job-alerts: .+; the run still exits 1$/,
+    );
+    expect((await jobRuns(db)).map((x) => x.status)).toEqual(['failed', 'failed']);
+    await expectNothingLeft(db);
+  });
+
+  it('without ALERT_TOPIC_ARN (a local run), logs the alert instead of publishing it', async () => {
+    await reset();
+    const requestsBefore = sns.requests;
+    const r = await runJob(db, ['data-cleanup', '--scheduled-time', '2025-03-10T06:00:00Z'], { JOB_FAULT_INJECTION: 'fail-attempts=all' });
+    expect(r.code).toBe(1);
+    const line = r.logs.find((l) => l.msg.startsWith('ALERT (ALERT_TOPIC_ARN is not set'));
+    expect((line?.alert as { subject: string }).subject).toBe('[job failed] data-cleanup scheduled 2025-03-10T06:00:00.000Z');
+    expect(sns.requests).toBe(requestsBefore);
+    await expectNothingLeft(db);
+  });
+});
+
+describe('metrics', () => {
+  it('print EMF lines on stdout: Heartbeat and Processed while running, Duration and Succeeded at the end, whatever LOG_LEVEL', async () => {
+    await reset();
+    const r = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], { JOB_BATCH_SIZE: '5', LOG_LEVEL: 'warn', METRICS_NAMESPACE: 'Test/Jobs' });
+    expect(r.code).toBe(0);
+    const lines = emfLines(r.logs);
+    // LOG_LEVEL=warn silenced every ordinary line, not the metrics.
+    expect(r.logs.filter((l) => !('_aws' in l) && l.level === 'info')).toEqual([]);
+    for (const l of lines) {
+      const meta = (l._aws as { CloudWatchMetrics: { Namespace: string; Dimensions: string[][] }[]; Timestamp: number });
+      expect(meta.CloudWatchMetrics[0]!.Namespace).toBe('Test/Jobs');
+      expect(meta.CloudWatchMetrics[0]!.Dimensions).toEqual([[JOB_DIMENSION]]);
+      expect(Math.abs(meta.Timestamp - Date.now())).toBeLessThan(60_000);
+      expect(l[JOB_DIMENSION]).toBe('billing-run');
+    }
+    const beats = lines.filter((l) => l[JOB_METRICS.heartbeat] === 1);
+    expect(beats.length).toBeGreaterThanOrEqual(2);
+    expect(beats.every((l) => typeof l[JOB_METRICS.processed] === 'number')).toBe(true);
+    expect(beats.some((l) => (l[JOB_METRICS.processed] as number) > 0)).toBe(true);
+    const end = lines.at(-1)!;
+    expect((end._aws as { CloudWatchMetrics: { Metrics: { Name: string }[] }[] }).CloudWatchMetrics[0]!.Metrics.map((m) => m.Name)).toEqual([
+      JOB_METRICS.duration,
+      JOB_METRICS.succeeded,
+    ]);
+    expect(end[JOB_METRICS.succeeded]).toBe(1);
+    expect(end[JOB_METRICS.duration]).toBeGreaterThan(0);
+    expect(DEFAULT_METRICS_NAMESPACE).not.toBe('Test/Jobs');
+    await expectNothingLeft(db);
+  });
+});

@@ -1,0 +1,90 @@
+/** The operator commands: `jobs` (with and without a database), `runs` and `seed`. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JOBS } from '../../lib/jobs.js';
+import type { JobListing } from '../../app/jobs/list.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { NIGHTLY_TIME, expectNothingLeft, runJob } from '../helpers/jobs.js';
+import { run } from '../helpers/process.js';
+
+describe('jobs', () => {
+  it('prints one row per job with its schedule, next runs, size and Fargate costs, without a database', async () => {
+    const r = await run(['jobs'], {});
+    expect(r.code).toBe(0);
+    const [header, , ...rest] = r.stdout.split('\n');
+    expect(header).toMatch(/^JOB\s+ON\s+SCHEDULE \(UTC\)\s+NEXT 3 RUNS/);
+    for (const job of JOBS) {
+      const row = rest.find((l) => l.startsWith(`${job.name} `));
+      expect(row, job.name).toBeDefined();
+      expect(row).toMatch(/\$\d+\.\d+ \/ \$\d+\.\d+/);
+      expect(row).toContain('(assumed)');
+    }
+    expect(rest.find((l) => l.startsWith('billing-run '))).toMatch(/At 00:15\s+\d\d-\d\d 00:15, \d\d-\d\d 00:15, \d\d-\d\d 00:15\s+0\.5 vCPU\s+1024 MiB\s+45m00s/);
+    expect(r.stdout).toContain('Fargate prices, Linux, us-east-1, US East (N. Virginia)');
+    expect(r.stdout).toMatch(/x86\s+\$0\.04048 per vCPU-hour, \$0\.004445 per GB-hour/);
+    expect(r.stdout).toMatch(/ARM\s+\$0\.03238 per vCPU-hour, \$0\.00356 per GB-hour/);
+    expect(r.stdout).toContain('no DATABASE_URL: run lengths are the assumption');
+  });
+
+  it('--json prints the same as an array, each entry with its name and enabled', async () => {
+    const r = await run(['jobs', '--json'], {});
+    expect(r.code).toBe(0);
+    const list = JSON.parse(r.stdout) as JobListing[];
+    expect(list.map((j) => [j.name, j.enabled])).toEqual(JOBS.map((j) => [j.name, j.enabled]));
+    for (const entry of list) {
+      expect(entry.nextRuns).toHaveLength(3);
+      expect(entry.runLengthSource).toBe('assumed');
+      expect(Object.keys(entry.costUsd.perRun).sort()).toEqual(['armOnDemand', 'armSpot', 'x86OnDemand', 'x86Spot']);
+      expect(entry.costUsd.perMonth.x86OnDemand).toBeCloseTo(entry.costUsd.perRun.x86OnDemand * entry.runsPerMonth, 3);
+      expect(entry.pricing.region).toBe('us-east-1');
+    }
+  });
+
+  it('rejects an unknown flag', async () => {
+    const r = await run(['jobs', '--yaml'], {});
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('Unknown argument "--yaml" for jobs. Valid flags: --json.\n');
+  });
+});
+
+describe('with a database', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase({ migrated: false });
+  });
+  afterAll(() => db.drop());
+
+  it('seed migrates, creates demo data, and is idempotent; jobs uses the median run length; runs lists the runs', async () => {
+    const first = await run(['seed', '--accounts', '120', '--days', '1'], { DATABASE_URL: db.url });
+    expect(first.code).toBe(0);
+    expect(first.logs.find((l) => Array.isArray(l.applied))?.applied).toEqual(expect.arrayContaining(['1764403200000_initial', '1764489600000_jobs']));
+    const seeded = first.logs.find((l) => l.msg.startsWith('seed done'))!;
+    expect(seeded.inserted).toMatchObject({ accounts: 120 });
+    expect((seeded.inserted as { usage: number }).usage).toBeGreaterThan(0);
+    const second = await run(['seed', '--accounts', '120', '--days', '1'], { DATABASE_URL: db.url });
+    expect(second.code).toBe(0);
+    expect(second.logs.find((l) => l.msg.startsWith('seed done'))?.inserted).toEqual({ accounts: 0, usage: 0 });
+    expect(await db.query(`SELECT count(*)::int AS n FROM accounts`)).toEqual([{ n: 120 }]);
+
+    expect((await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME])).code).toBe(0);
+    expect((await runJob(db, ['data-cleanup'], { JOB_FAULT_INJECTION: 'fail-attempts=all', JOB_RETRY_BACKOFF_MS: '0' })).code).toBe(1);
+
+    const listing = JSON.parse((await run(['jobs', '--json'], { DATABASE_URL: db.url })).stdout) as JobListing[];
+    expect(listing.find((j) => j.name === 'billing-run')?.runLengthSource).toBe('median of 1 run');
+    expect(listing.find((j) => j.name === 'data-cleanup')?.runLengthSource).toBe('assumed');
+
+    const runs = await run(['runs'], { DATABASE_URL: db.url });
+    expect(runs.code).toBe(0);
+    const lines = runs.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^RUN\s+JOB\s+SCHEDULED \(UTC\)\s+STATUS\s+TRY/);
+    expect(lines).toHaveLength(2 + 3);
+    expect(lines[2]).toMatch(/^ {0,2}#3\s+data-cleanup\s.*\sfailed\s+2\s.*injected failure/);
+    expect(lines[4]).toMatch(/^ {0,2}#1\s+billing-run\s+2025-03-10 00:15:00\s+succeeded\s+1\s/);
+
+    const onlyBilling = await run(['runs', 'billing-run', '--limit', '5'], { DATABASE_URL: db.url });
+    expect(onlyBilling.stdout.trimEnd().split('\n')).toHaveLength(3);
+    const unknown = await run(['runs', 'bill-everyone'], { DATABASE_URL: db.url });
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('Unknown job "bill-everyone". Known jobs: billing-run, report-aggregation, data-cleanup, weekly-export.');
+    await expectNothingLeft(db);
+  });
+});
