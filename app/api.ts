@@ -47,6 +47,9 @@ const newUsage = z.strictObject({
   idempotencyKey: z.string().min(1).max(200).optional(),
 });
 const newInvoice = z.strictObject({ periodStart: isoDay });
+const accountPath = z.object({ id });
+const sleepQuery = z.object({ ms: z.coerce.number().int().min(0).max(MAX_DEBUG_SLEEP_MS) });
+const crashQuery = z.object({ kind: z.enum(['exception', 'rejection']) });
 const usageQuery = page.extend({ from: z.iso.datetime({ offset: true }).optional(), to: z.iso.datetime({ offset: true }).optional() });
 
 /** Parses `input` with `schema`, or throws a 400 naming every bad field. */
@@ -72,7 +75,6 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.use(express.json({ limit: config.BODY_LIMIT_BYTES, strict: true }));
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -94,14 +96,14 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
 
   if (config.ENABLE_DEBUG_ROUTES) {
     app.get('/debug/sleep', async (req, res) => {
-      const { ms } = parse(z.object({ ms: z.coerce.number().int().min(0).max(MAX_DEBUG_SLEEP_MS) }), req.query, 'query');
+      const { ms } = parse(sleepQuery, req.query, 'query');
       await sleep(ms);
       await pool.query('SELECT 1');
       res.json({ sleptMs: ms });
     });
     // Raises an error outside any request, to show (and test) that a crash drains like a SIGTERM and exits 1.
     app.post('/debug/crash', (req, res) => {
-      const { kind } = parse(z.object({ kind: z.enum(['exception', 'rejection']) }), req.query, 'query');
+      const { kind } = parse(crashQuery, req.query, 'query');
       setImmediate(() => {
         if (kind === 'exception') throw new Error('debug crash: uncaught exception');
         void Promise.reject(new Error('debug crash: unhandled rejection'));
@@ -110,11 +112,13 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
     });
   }
 
-  const requireJson = (req: Request, _res: Response, next: NextFunction) => {
+  // Only the routes that take a body parse one; GETs skip the parser altogether.
+  const parseJson = express.json({ limit: config.BODY_LIMIT_BYTES, strict: true });
+  const requireJson: express.RequestHandler = (req, res, next) => {
     if (!req.is('application/json')) {
       throw new UserError('UNSUPPORTED_MEDIA_TYPE', 'Request body must be JSON (Content-Type: application/json)', 415);
     }
-    next();
+    parseJson(req, res, next);
   };
 
   app.get('/accounts', async (req, res) => {
@@ -138,7 +142,7 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   });
 
   app.get('/accounts/:id', async (req, res) => {
-    const { id: accountId } = parse(z.object({ id }), req.params, 'path');
+    const { id: accountId } = parse(accountPath, req.params, 'path');
     const { rows } = await pool.query(
       `SELECT ${ACCOUNT_COLUMNS},
               json_build_object('quantity', coalesce(s.quantity, 0)::float8, 'lastUsageAt', s.last_usage_at, 'refreshedAt', s.refreshed_at) AS "usage30d"
@@ -149,7 +153,7 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   });
 
   app.get('/accounts/:id/usage', async (req, res) => {
-    const { id: accountId } = parse(z.object({ id }), req.params, 'path');
+    const { id: accountId } = parse(accountPath, req.params, 'path');
     const q = parse(usageQuery, req.query, 'query');
     await requireAccount(accountId);
     const { rows } = await pool.query(
@@ -162,7 +166,7 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   });
 
   app.post('/accounts/:id/usage', requireJson, async (req, res) => {
-    const { id: accountId } = parse(z.object({ id }), req.params, 'path');
+    const { id: accountId } = parse(accountPath, req.params, 'path');
     const body = parse(newUsage, req.body, 'body');
     await requireAccount(accountId);
     const inserted = await pool.query(
@@ -181,7 +185,7 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   });
 
   app.get('/accounts/:id/invoices', async (req, res) => {
-    const { id: accountId } = parse(z.object({ id }), req.params, 'path');
+    const { id: accountId } = parse(accountPath, req.params, 'path');
     const q = parse(page, req.query, 'query');
     await requireAccount(accountId);
     const { rows } = await pool.query(
@@ -194,7 +198,7 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   // Bills one account for one day now, by the same rule as billing-run: a second call, or the
   // nightly run afterwards, finds the invoice and leaves it as it is.
   app.post('/accounts/:id/invoices', requireJson, async (req, res) => {
-    const { id: accountId } = parse(z.object({ id }), req.params, 'path');
+    const { id: accountId } = parse(accountPath, req.params, 'path');
     const body = parse(newInvoice, req.body, 'body');
     const period = dayPeriod(new Date(`${body.periodStart}T00:00:00Z`));
     if (period.end > new Date().toISOString().slice(0, 10)) {
@@ -211,7 +215,7 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   });
 
   app.get('/invoices/:id', async (req, res) => {
-    const { id: invoiceId } = parse(z.object({ id }), req.params, 'path');
+    const { id: invoiceId } = parse(accountPath, req.params, 'path');
     const { rows } = await pool.query(`SELECT ${INVOICE_COLUMNS} FROM invoices WHERE id = $1`, [invoiceId]);
     res.json(found(rows[0], 'invoice', invoiceId));
   });

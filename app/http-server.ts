@@ -8,7 +8,7 @@
  * and its socket closes when it ends, and the drain resolves when the last request is done.
  */
 import http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import net, { type AddressInfo, type Socket } from 'node:net';
 import type { RequestListener } from 'node:http';
 import type { Config } from './config.js';
 import type { ShutdownStep } from './shutdown.js';
@@ -68,15 +68,24 @@ export class DrainableServer {
   /** Stops accepting, closes idle sockets, and resolves when every request in flight has ended. */
   drain(): Promise<void> {
     this.draining = true;
-    this.server.close();
-    for (const [socket, active] of this.sockets) {
-      if (active.size === 0) socket.end();
-      // Node then closes the socket after the response, and the client opens no new request on it.
+    // http.Server#close (Node >= 19) also destroys idle sockets at once, and a destroy that
+    // races a request already on the wire answers it with a reset. Close just the listener.
+    net.Server.prototype.close.call(this.server);
+    for (const active of this.sockets.values()) {
+      // Node then closes the socket after the response, and the client sends no new request on it.
       for (const res of active) if (!res.headersSent) res.setHeader('Connection', 'close');
     }
     return new Promise((resolve) => {
-      this.onIdle = resolve;
-      this.checkIdle();
+      // Idle sockets close only after one more full poll of the event loop: a request whose
+      // bytes reached the socket before the drain began is read and served (with
+      // Connection: close), not cut off by a close that raced it.
+      setImmediate(() =>
+        setImmediate(() => {
+          for (const [socket, active] of this.sockets) if (active.size === 0) socket.end();
+          this.onIdle = resolve;
+          this.checkIdle();
+        }),
+      );
     });
   }
 

@@ -89,7 +89,8 @@ export class ShutdownCoordinator {
       for (const step of this.steps) {
         this.current = step;
         const t0 = Date.now();
-        logger.info({ step: step.name, pending: step.pending?.() }, `shutdown: ${step.name}`);
+        // `at`: a sub-millisecond epoch time, to order the step against events in other processes.
+        logger.info({ step: step.name, pending: step.pending?.(), at: performance.timeOrigin + performance.now() }, `shutdown: ${step.name}`);
         try {
           await step.run(this.deadlineController.signal);
         } catch (err) {

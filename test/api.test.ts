@@ -139,7 +139,7 @@ describe('bad bodies', () => {
   it('answers 415 for a body that is not JSON', async () => {
     const r = await fetch(`${base}/accounts`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'name=Acme' });
     expect(r.status).toBe(415);
-    expect((await r.json()).error.code).toBe('UNSUPPORTED_MEDIA_TYPE');
+    expect(((await r.json()) as { error: { code: string } }).error.code).toBe("UNSUPPORTED_MEDIA_TYPE");
   });
 
   it('answers 413 for a body over the limit', async () => {

@@ -72,10 +72,10 @@ describe('a background worker on two replicas', () => {
 describe('the in-process worker', () => {
   it('refreshes the usage summary that GET /accounts/:id shows', async () => {
     const server = await startServer({ DATABASE_URL: db.url, USAGE_SUMMARY_REFRESH_MS: '200' });
-    const account = await (await fetch(`${server.url}/accounts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'Worker Co', email: 'ops@worker.example' }) })).json();
+    const account = await (await fetch(`${server.url}/accounts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'Worker Co', email: 'ops@worker.example' }) })).json() as { id: string };
     await fetch(`${server.url}/accounts/${account.id}/usage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ metric: 'api_calls', quantity: 42 }) });
     const shown = await eventually(async () => {
-      const body = await (await fetch(`${server.url}/accounts/${account.id}`)).json();
+      const body = (await (await fetch(`${server.url}/accounts/${account.id}`)).json()) as { usage30d: { quantity: number } };
       return body.usage30d.quantity === 42;
     }, 3000);
     expect(shown).toBe(true);

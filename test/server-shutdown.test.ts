@@ -8,6 +8,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, eventually, type TestDatabase } from './helpers/db.js';
+import { get, loadAcrossSigterm } from './helpers/load.js';
 import { startServer } from './helpers/process.js';
 
 let db: TestDatabase;
@@ -17,24 +18,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await db.drop();
 });
-
-interface Reply {
-  status: number;
-  body: string;
-  headers: http.IncomingHttpHeaders;
-}
-
-function get(url: string, agent: http.Agent | false): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = http.get(url, { agent }, (res) => {
-      let body = '';
-      res.setEncoding('utf8').on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode!, body, headers: res.headers }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-  });
-}
 
 function connect(port: number): Promise<'connected' | string> {
   return new Promise((resolve) => {
@@ -157,5 +140,15 @@ describe('keep-alive during the drain', () => {
     expect((await server.exited).code).toBe(0);
     busyAgent.destroy();
     idleAgent.destroy();
+  });
+});
+
+describe('SIGTERM under keep-alive load', () => {
+  it('fails no request sent before the listener closed, even one racing the close of its idle socket', async () => {
+    const server = await startServer({ DATABASE_URL: db.url, ENABLE_DEBUG_ROUTES: 'true', ENABLE_WORKERS: 'false' });
+    const outcome = await loadAcrossSigterm(server, { connections: 20, requests: 800 });
+    expect(outcome.errors).toEqual([]);
+    expect(outcome.inFlight).toBeGreaterThanOrEqual(800);
+    expect(outcome.exitCode).toBe(0);
   });
 });
