@@ -135,6 +135,9 @@ export interface JobFaults {
   readonly timeoutMs?: number;
 }
 
+/** Every variable the container reads; the README's configuration table must name each one (a test checks). */
+export const CONFIG_VARIABLES = Object.keys(schema.shape) as (keyof typeof schema.shape)[];
+
 export type Config = z.infer<typeof schema> & {
   /** node-postgres connection settings derived from DATABASE_URL or the DB_* fields. */
   readonly database: DatabaseSettings;
