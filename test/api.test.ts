@@ -230,3 +230,24 @@ describe('routing and unexpected errors', () => {
     }
   });
 });
+
+describe('keep-alive timeout', () => {
+  it('keeps an idle socket open for KEEP_ALIVE_TIMEOUT_MS, then closes it', async () => {
+    const short = await serve({ KEEP_ALIVE_TIMEOUT_MS: '600' });
+    try {
+      const net = await import('node:net');
+      const port = Number(new URL(short.base).port);
+      const socket = net.connect(port, '127.0.0.1');
+      await new Promise((r) => socket.once('connect', r));
+      const answered = new Promise<number>((resolve) => socket.once('data', () => resolve(Date.now())));
+      const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now())));
+      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      const idleFrom = await answered;
+      const idleFor = (await closed) - idleFrom;
+      expect(idleFor).toBeGreaterThanOrEqual(550);
+      expect(idleFor).toBeLessThan(2000);
+    } finally {
+      await short.server.drain();
+    }
+  });
+});
