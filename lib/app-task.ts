@@ -47,6 +47,8 @@ export interface AppTaskProps {
   readonly family?: string;
   /** @default - a new role */
   readonly executionRole?: iam.IRole;
+  /** The role the application runs with. @default - a new role with no permissions */
+  readonly taskRole?: iam.IRole;
 }
 
 export interface AppTask {
@@ -63,6 +65,7 @@ export function addAppTask(scope: Construct, props: AppTaskProps): AppTask {
     memoryLimitMiB: props.memoryMiB,
     family: props.family,
     executionRole: props.executionRole,
+    taskRole: props.taskRole,
     runtimePlatform: {
       cpuArchitecture: ecs.CpuArchitecture.ARM64,
       operatingSystemFamily: ecs.OperatingSystemFamily.LINUX,

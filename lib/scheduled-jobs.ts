@@ -53,7 +53,7 @@ export interface ScheduledJob {
   readonly rule: events.Rule;
   /** Schedule events EventBridge could not deliver (RunTask failed after the retries). */
   readonly deadLetterQueue: sqs.Queue;
-  /** The job's own task role: publish to the alert topic, plus the export bucket when the job uses it. */
+  /** The job's task role: publish to the alert topic, plus uploads to the export bucket when the job uses it. */
   readonly taskRole: iam.IRole;
 }
 
@@ -91,6 +91,12 @@ export class ScheduledJobs extends Construct {
   public readonly securityGroup: ec2.SecurityGroup;
   /** The execution role every job's task definition shares (image pull, logs, database secret). */
   public readonly executionRole: iam.Role;
+  /** The task role of the jobs: publish to the alert topic, nothing else. */
+  public readonly taskRole: iam.Role;
+  /** The task role of the jobs with `usesExportBucket`: the same, plus uploads to the export bucket; undefined without such a job. */
+  public readonly exportTaskRole: iam.Role | undefined;
+  /** The role EventBridge starts every job's task with. */
+  public readonly eventsRole: iam.Role;
 
   constructor(scope: Construct, id: string, props: ScheduledJobsProps) {
     const jobs = props.jobs ?? JOBS;
@@ -113,9 +119,39 @@ export class ScheduledJobs extends Construct {
       description: 'Pulls the image, writes logs and reads the database secret for every scheduled job',
     });
 
+    // Roles are shared by jobs with the same needs rather than made per job: a stack holds at
+    // most 500 resources, and per-job roles and policies would cost four of them per job.
+    const tasks = new iam.ServicePrincipal('ecs-tasks.amazonaws.com');
+    this.taskRole = new iam.Role(this, 'TaskRole', { assumedBy: tasks, description: 'Scheduled jobs: publish to the alert topic' });
+    grantPublish(props.alertTopic, this.taskRole);
+    const enabled = jobs.filter((j) => j.enabled);
+    if (props.exportBucket && enabled.some((j) => j.usesExportBucket)) {
+      this.exportTaskRole = new iam.Role(this, 'ExportTaskRole', { assumedBy: tasks, description: 'Scheduled jobs with usesExportBucket: publish alerts, upload exports' });
+      grantPublish(props.alertTopic, this.exportTaskRole);
+      // Uploads only (an export is one PutObject); grantPut would add legal holds, retention and tagging.
+      const objects = props.exportBucket.arnForObjects('*');
+      iam.Grant.addToPrincipal({ grantee: this.exportTaskRole, actions: ['s3:PutObject'], resourceArns: [objects] });
+      Validations.of(this.exportTaskRole).acknowledge({
+        id: `AwsSolutions-IAM5[Resource::${nagText(this, objects)}]`,
+        reason: 'An export job writes one object per run under a key it derives from the run (e.g. the week); the grant covers objects of the export bucket only, and only uploads.',
+      });
+    } else {
+      this.exportTaskRole = undefined;
+    }
+    this.eventsRole = new iam.Role(this, 'EventsRole', {
+      assumedBy: new iam.ServicePrincipal('events.amazonaws.com'),
+      description: 'EventBridge runs the scheduled jobs\' tasks',
+    });
+    // EcsTask grants RunTask on each task definition (in this cluster) and PassRole on its
+    // roles; it also grants tagging of the tasks it starts, whose ARNs exist only once they run.
+    Validations.of(this.eventsRole).acknowledge({
+      id: `AwsSolutions-IAM5[Resource::${nagText(this, `arn:${Stack.of(this).partition}:ecs:${Stack.of(this).region}:*:task/${cluster.clusterName}/*`)}]`,
+      reason: 'EventBridge tags the task it starts (propagateTags); a task\'s ARN exists only once it runs, so the grant covers the tasks of this one cluster.',
+    });
+
     const stopTimeout = props.stopTimeout ?? Duration.seconds(JOB_DEFAULTS.stopTimeoutSeconds);
     const byName = new Map<string, ScheduledJob>();
-    for (const job of jobs.filter((j) => j.enabled)) {
+    for (const job of enabled) {
       byName.set(job.name, this.addJob(job, props, { namePrefix, stopTimeout }));
     }
     this.jobs = byName;
@@ -125,6 +161,7 @@ export class ScheduledJobs extends Construct {
     const scope = new Construct(this, job.name);
     const name = jobResourceName(shared.namePrefix, job);
 
+    const taskRole = job.usesExportBucket && this.exportTaskRole ? this.exportTaskRole : this.taskRole;
     const { taskDefinition, container } = addAppTask(scope, {
       runtime: props.runtime,
       cpu: job.cpu,
@@ -132,6 +169,7 @@ export class ScheduledJobs extends Construct {
       stopTimeout: shared.stopTimeout,
       family: name,
       executionRole: this.executionRole,
+      taskRole,
       streamPrefix: `job-${job.name}`,
       // Every EMF line is a metric the alarms read; a dropped `Succeeded` would page a human.
       logMode: ecs.AwsLogDriverMode.BLOCKING,
@@ -143,16 +181,6 @@ export class ScheduledJobs extends Construct {
           : {}),
       },
     });
-    const taskRole = taskDefinition.taskRole;
-    grantPublish(props.alertTopic, taskRole);
-    if (job.usesExportBucket && props.exportBucket) {
-      // Uploads only (the export is one PutObject); grantPut would add legal holds, retention and tagging.
-      iam.Grant.addToPrincipal({ grantee: taskRole, actions: ['s3:PutObject'], resourceArns: [props.exportBucket.arnForObjects('*')] });
-      Validations.of(taskRole).acknowledge({
-        id: `AwsSolutions-IAM5[Resource::${nagText(this, props.exportBucket.arnForObjects('*'))}]`,
-        reason: 'The job writes one object per run under a key it derives from the run (e.g. the week); the grant covers objects of the export bucket only, and only uploads.',
-      });
-    }
 
     const deadLetterQueue = new sqs.Queue(scope, 'DeadLetterQueue', {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
@@ -187,17 +215,12 @@ export class ScheduledJobs extends Construct {
         // The time the schedule fired, not the time the task started: a retried run still knows which run it is.
         environment: [{ name: 'SCHEDULED_TIME', value: events.EventField.time }],
       }],
+      role: this.eventsRole,
       retryAttempts: props.retryAttempts ?? JOB_DEFAULTS.retryAttempts,
       maxEventAge: Duration.seconds(maxEventAgeSeconds),
       deadLetterQueue,
     }));
     if (job.spot) useFargateSpot(rule);
-    // The role EcsTask made for EventBridge (RunTask on this task definition, PassRole on its two roles).
-    const eventsRole = taskDefinition.node.findChild('EventsRole');
-    Validations.of(eventsRole).acknowledge({
-      id: `AwsSolutions-IAM5[Resource::${nagText(this, `arn:${Stack.of(this).partition}:ecs:${Stack.of(this).region}:*:task/${props.cluster.clusterName}/*`)}]`,
-      reason: 'EventBridge tags the task it starts (propagateTags); a task\'s ARN exists only once it runs, so the grant covers the tasks of this one cluster.',
-    });
 
     return { job, taskDefinition, container, rule, deadLetterQueue, taskRole };
   }
