@@ -95,7 +95,7 @@ export class ProgressLine {
 
   private draw(): void {
     const line = `${this.label}: ${formatProgress(this.progress.snapshot())}`;
-    this.stream.write(`\r\x1b[K${line.slice(0, Math.max(20, (this.stream.columns ?? 100) - 1))}`);
+    this.stream.write(`\r\x1b[K${line.slice(0, Math.max(20, (this.stream.columns || 100) - 1))}`);
     this.drawn = true;
   }
 }
