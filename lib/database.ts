@@ -118,7 +118,6 @@ export class Database extends Construct {
       backupRetention: Duration.days(DATABASE_DEFAULTS.backupRetentionDays),
       removalPolicy: RemovalPolicy.SNAPSHOT,
       autoMinorVersionUpgrade: true,
-      cloudwatchLogsExports: ['postgresql'],
     });
 
     Validations.of(instance).acknowledge({

@@ -54,6 +54,12 @@ export const SERVICE_DEFAULTS = {
   healthCheckGracePeriodSeconds: 60,
   /** awslogs buffer for the API: logging never blocks a request. */
   logBufferBytes: 25 * 1024 * 1024,
+  /** The no-healthy-targets alarm fires after this many minutes with no task passing /readyz. */
+  noHealthyTargetsMinutes: 3,
+  /** The 5xx alarm fires at this many 5xx answers (load balancer's and tasks') in one period... */
+  serverErrorsThreshold: 10,
+  /** ...of this many minutes. */
+  serverErrorsPeriodMinutes: 5,
 } as const;
 
 /** The scheduled jobs. */

@@ -18,6 +18,7 @@ import { DATABASE_DEFAULTS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, STORAGE_DE
 import { JobMonitoring } from './job-monitoring.js';
 import { JOBS, type JobDefinition } from './jobs.js';
 import { ScheduledJobs, validateScheduledJobs } from './scheduled-jobs.js';
+import { ServiceMonitoring } from './service-monitoring.js';
 import { InvalidSettingsError, Problems } from './validation.js';
 import { validateWebServiceProps, WebService, type WebServiceProps } from './web-service.js';
 
@@ -93,6 +94,7 @@ export class BackendStack extends Stack {
   public readonly webService: WebService;
   public readonly scheduledJobs: ScheduledJobs;
   public readonly jobMonitoring: JobMonitoring;
+  public readonly serviceMonitoring: ServiceMonitoring;
 
   constructor(scope: Construct, id: string, props: BackendStackProps) {
     // One "now" for every schedule computation, so each is made once (lib/schedule.ts remembers them).
@@ -171,6 +173,12 @@ export class BackendStack extends Stack {
       metricsNamespace,
       namePrefix: this.stackName,
       now,
+    });
+
+    this.serviceMonitoring = new ServiceMonitoring(this, 'ApiMonitoring', {
+      webService: this.webService,
+      topic: this.alerts.topic,
+      namePrefix: this.stackName,
     });
 
     this.database.allowFrom(this.webService.securityGroup, 'API tasks');

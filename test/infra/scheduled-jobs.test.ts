@@ -34,6 +34,13 @@ function ruleOf(template: Template, job: Pick<JobDefinition, 'name'>): Record<st
   return found[0]!.Properties;
 }
 
+/** The rule on ECS Task State Change events. */
+function crashRule(template: Template): Record<string, any> {
+  const found = Object.values(resources(template, 'AWS::Events::Rule')).filter((r) => r.Properties.EventPattern?.['detail-type']?.[0] === 'ECS Task State Change');
+  expect(found).toHaveLength(1);
+  return found[0]!.Properties;
+}
+
 function taskDefinitionOf(template: Template, job: Pick<JobDefinition, 'name'>): Record<string, any> | undefined {
   return Object.values(resources(template, 'AWS::ECS::TaskDefinition')).find((t) => t.Properties.Family === `${STACK_ID}-${job.name}`)?.Properties;
 }
@@ -53,8 +60,9 @@ beforeAll(() => {
 describe('scheduled jobs, the jobs table as shipped', () => {
 
   it('creates one rule, one task definition, one dead-letter queue and four alarms per enabled job', () => {
-    // +1 rule: the crash alert; +1 task definition: the API.
-    expect(counts(s.template)).toEqual({ rules: ENABLED.length + 1, taskDefinitions: ENABLED.length + 1, queues: ENABLED.length, alarms: 4 * ENABLED.length });
+    // Besides the jobs': the crash alert and the API's deployment alert (rules), the API's task
+    // definition, and the API's two alarms.
+    expect(counts(s.template)).toEqual({ rules: ENABLED.length + 2, taskDefinitions: ENABLED.length + 1, queues: ENABLED.length, alarms: 4 * ENABLED.length + 2 });
     for (const job of ENABLED) {
       expect(ruleOf(s.template, job).ScheduleExpression).toBe(job.schedule);
       expect(Object.keys(alarmsOf(s.template, job)).sort()).toEqual(['dead-letters', 'delivery', 'failed', 'missed-run']);
@@ -195,8 +203,7 @@ describe('scheduled jobs, the jobs table as shipped', () => {
 describe('the crash alert', () => {
   let pattern: Record<string, any>;
   beforeAll(() => {
-    const crash = Object.values(resources(s.template, 'AWS::Events::Rule')).find((r) => r.Properties.EventPattern);
-    pattern = crash!.Properties.EventPattern;
+    pattern = crashRule(s.template).EventPattern;
   });
 
   /** An ECS Task State Change event of a task in this stack's cluster. */
@@ -228,8 +235,7 @@ describe('the crash alert', () => {
   });
 
   it('sends a readable message with the exit code and the reasons to the alert topic', () => {
-    const crash = Object.values(resources(s.template, 'AWS::Events::Rule')).find((r) => r.Properties.EventPattern)!;
-    const [target] = crash.Properties.Targets;
+    const [target] = crashRule(s.template).Targets;
     expect(target.Arn).toEqual({ Ref: expect.stringMatching(/^AlertsTopic/) });
     const paths = Object.values(target.InputTransformer.InputPathsMap);
     expect(paths).toEqual(expect.arrayContaining(['$.detail.group', '$.detail.containers[0].exitCode', '$.detail.stopCode', '$.detail.stoppedReason', '$.detail.taskArn']));
@@ -265,7 +271,7 @@ describe('the jobs table drives the resources', () => {
     expect(taskDefinitionOf(template, { name: 'data-cleanup' })).toBeUndefined();
     expect(alarmsOf(template, { name: 'data-cleanup' })).toEqual({});
     expect(Object.values(resources(template, 'AWS::Events::Rule')).map((r) => r.Properties.Name)).not.toContain(`${STACK_ID}-data-cleanup`);
-    const ids = (t: Template) => new Set(Object.keys(t.toJSON().Resources).filter((id) => !/datacleanup|CrashRule|Dashboard/.test(id)));
+    const ids = (t: Template) => new Set(Object.keys(t.toJSON().Resources).filter((id) => !/datacleanup/.test(id)));
     expect(ids(template)).toEqual(ids(base));
   });
 

@@ -141,6 +141,47 @@ describe('web service, default settings', () => {
   });
 });
 
+describe('API alerts', () => {
+  let s: Synthesized;
+  beforeAll(() => {
+    s = synth();
+  });
+  const alarm = (name: string) => Object.values(resources(s.template, 'AWS::CloudWatch::Alarm')).find((a) => a.Properties.AlarmName === `Test-api-${name}`)?.Properties;
+
+  it('pages when no task passes the health check', () => {
+    expect(alarm('no-healthy-targets')).toMatchObject({
+      Namespace: 'AWS/ApplicationELB',
+      MetricName: 'HealthyHostCount',
+      Statistic: 'Minimum',
+      ComparisonOperator: 'LessThanThreshold',
+      Threshold: 1,
+      EvaluationPeriods: SERVICE_DEFAULTS.noHealthyTargetsMinutes,
+      TreatMissingData: 'breaching',
+      AlarmActions: [{ Ref: expect.stringMatching(/^AlertsTopic/) }],
+    });
+  });
+
+  it('pages on a burst of 5xx from the load balancer or the tasks', () => {
+    const errors = alarm('5xx')!;
+    expect(errors.Threshold).toBe(SERVICE_DEFAULTS.serverErrorsThreshold);
+    const names = errors.Metrics.filter((m: any) => m.MetricStat).map((m: any) => m.MetricStat.Metric.MetricName).sort();
+    expect(names).toEqual(['HTTPCode_ELB_5XX_Count', 'HTTPCode_Target_5XX_Count']);
+    expect(errors.AlarmActions).toEqual([{ Ref: expect.stringMatching(/^AlertsTopic/) }]);
+  });
+
+  it('sends the reason when a deployment fails and is rolled back', () => {
+    s.template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: {
+        source: ['aws.ecs'],
+        'detail-type': ['ECS Deployment State Change'],
+        resources: [{ Ref: Match.stringLikeRegexp('^ApiService') }],
+        detail: { eventName: ['SERVICE_DEPLOYMENT_FAILED'] },
+      },
+      Targets: [Match.objectLike({ Arn: { Ref: Match.stringLikeRegexp('^AlertsTopic') }, InputTransformer: Match.objectLike({ InputPathsMap: Match.objectLike({ 'detail-reason': '$.detail.reason' }) }) })],
+    });
+  });
+});
+
 describe('web service, settings from context', () => {
   it('keeps the container in step with a changed stopTimeout and idle timeout, and uses the given delay', () => {
     const { template } = synth({ service: { stopTimeout: Duration.seconds(20), albIdleTimeout: Duration.seconds(120), deregistrationDelay: Duration.seconds(5) } });

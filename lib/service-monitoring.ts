@@ -1,0 +1,100 @@
+/**
+ * The API's failures, as messages to a human: no healthy task behind the load balancer, a
+ * burst of 5xx answers, and a deployment the circuit breaker rolled back.
+ */
+import { Duration, Stack } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
+import type * as sns from 'aws-cdk-lib/aws-sns';
+import { Construct } from 'constructs';
+import { SERVICE_DEFAULTS } from './defaults.js';
+import type { WebService } from './web-service.js';
+
+export interface ServiceMonitoringProps {
+  /** The API to watch. */
+  readonly webService: WebService;
+  /** Where every alarm and alert goes. */
+  readonly topic: sns.ITopic;
+  /** Prefix of the alarm names. @default - the stack name */
+  readonly namePrefix?: string;
+}
+
+/** The runbook's sections for these alarms. */
+export const SERVICE_RUNBOOK = {
+  noHealthyTargets: 'README.md#api-no-healthy-targets',
+  serverErrors: 'README.md#api-5xx',
+  deploymentFailed: 'README.md#api-deployment-failed',
+} as const;
+
+export class ServiceMonitoring extends Construct {
+  /** No task passes the /readyz health check: the API is down. */
+  public readonly noHealthyTargets: cloudwatch.Alarm;
+  /** The load balancer and the tasks answered too many 5xx. */
+  public readonly serverErrors: cloudwatch.Alarm;
+  /** Sends the reason to the topic when a deployment fails and the circuit breaker rolls it back. */
+  public readonly deploymentFailedRule: events.Rule;
+
+  constructor(scope: Construct, id: string, props: ServiceMonitoringProps) {
+    super(scope, id);
+    const prefix = props.namePrefix ?? Stack.of(this).stackName;
+    const { targetGroup, loadBalancer, service } = props.webService;
+    const minute = Duration.minutes(1);
+
+    this.noHealthyTargets = new cloudwatch.Alarm(this, 'NoHealthyTargets', {
+      alarmName: `${prefix}-api-no-healthy-targets`,
+      alarmDescription: `No API task passes the health check: the API is down. Runbook: ${SERVICE_RUNBOOK.noHealthyTargets}`,
+      metric: targetGroup.metrics.healthyHostCount({ statistic: cloudwatch.Stats.MINIMUM, period: minute }),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+      evaluationPeriods: SERVICE_DEFAULTS.noHealthyTargetsMinutes,
+      // The load balancer reports the count every minute; silence means something is wrong too.
+      treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+    });
+
+    const period = Duration.minutes(SERVICE_DEFAULTS.serverErrorsPeriodMinutes);
+    this.serverErrors = new cloudwatch.Alarm(this, 'ServerErrors', {
+      alarmName: `${prefix}-api-5xx`,
+      alarmDescription: `The API answered ${SERVICE_DEFAULTS.serverErrorsThreshold} or more 5xx in ${SERVICE_DEFAULTS.serverErrorsPeriodMinutes} minutes. Runbook: ${SERVICE_RUNBOOK.serverErrors}`,
+      metric: new cloudwatch.MathExpression({
+        expression: 'FILL(lb, 0) + FILL(targets, 0)',
+        usingMetrics: {
+          lb: loadBalancer.metrics.httpCodeElb(elbv2.HttpCodeElb.ELB_5XX_COUNT, { statistic: cloudwatch.Stats.SUM, period }),
+          targets: targetGroup.metrics.httpCodeTarget(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, { statistic: cloudwatch.Stats.SUM, period }),
+        },
+        period,
+        label: '5xx answers',
+      }),
+      threshold: SERVICE_DEFAULTS.serverErrorsThreshold,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+
+    const action = new actions.SnsAction(props.topic);
+    for (const alarm of [this.noHealthyTargets, this.serverErrors]) alarm.addAlarmAction(action);
+
+    this.deploymentFailedRule = new events.Rule(this, 'DeploymentFailed', {
+      description: 'An API deployment failed and the circuit breaker rolled it back',
+      eventPattern: {
+        source: ['aws.ecs'],
+        detailType: ['ECS Deployment State Change'],
+        resources: [service.serviceArn],
+        detail: { eventName: ['SERVICE_DEPLOYMENT_FAILED'] },
+      },
+    });
+    this.deploymentFailedRule.addTarget(new targets.SnsTopic(props.topic, {
+      message: events.RuleTargetInput.fromText([
+        `An API deployment failed and was rolled back: ${events.EventField.fromPath('$.resources[0]')}`,
+        '',
+        `Reason: ${events.EventField.fromPath('$.detail.reason')}`,
+        `Deployment: ${events.EventField.fromPath('$.detail.deploymentId')}`,
+        `At: ${events.EventField.time}`,
+        '',
+        `Runbook: ${SERVICE_RUNBOOK.deploymentFailed}`,
+      ].join('\n')),
+    }));
+  }
+}
