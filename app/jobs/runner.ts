@@ -40,6 +40,9 @@ export const MAX_BACKOFF_MS = 60_000;
  */
 export const STOP_GRACE_SHARE = 0.75;
 
+/** Postgres's SQLSTATE for "relation does not exist". */
+const UNDEFINED_TABLE = '42P01';
+
 export type RunOutcome =
   | { readonly kind: 'succeeded'; readonly runId: string; readonly attempts: number }
   | { readonly kind: 'already-done'; readonly runId: string }
@@ -161,8 +164,12 @@ export class JobRunner {
       return await this.runKey();
     } catch (err) {
       // The runner itself failed (the database is unreachable, say): nobody else will tell.
-      this.log.error({ err: errorText(err), stack: err instanceof Error ? err.stack : undefined }, `the run of ${this.job.name} could not go on: ${errorText(err)}`);
-      return await this.finalFailure('error', errorText(err));
+      const error =
+        (err as { code?: string }).code === UNDEFINED_TABLE
+          ? `${errorText(err)}: the database is not migrated (run npm run migrate, or start the API, which migrates)`
+          : errorText(err);
+      this.log.error({ err: error, stack: err instanceof Error ? err.stack : undefined }, `the run of ${this.job.name} could not go on: ${error}`);
+      return await this.finalFailure('error', error);
     } finally {
       clearTimeout(timer);
       this.progressLine.stop();

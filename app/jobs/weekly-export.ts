@@ -10,7 +10,7 @@
  * over unchanged data writes the same bytes.
  */
 import { createReadStream } from 'node:fs';
-import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { isoDate } from '../billing.js';
 import { DAY_MS, defineJob, utcMidnight } from './handler.js';
@@ -65,6 +65,10 @@ export const weeklyExport = defineJob<never>({
     const target = path.join(dir, name);
     const temp = path.join(dir, `.${name}.${process.pid}.tmp`);
     await mkdir(dir, { recursive: true });
+    // A run killed mid-write leaves its temporary file; the job lock means no other export of it is being written now.
+    for (const entry of await readdir(dir)) {
+      if (entry.startsWith(`.${name}.`) && entry.endsWith('.tmp')) await rm(path.join(dir, entry), { force: true });
+    }
 
     const { rows: counts } = await ctx.pool.query<{ total: number }>(
       `SELECT count(*)::int AS total FROM invoices WHERE period_start >= $1::date AND period_start < $2::date`,

@@ -209,3 +209,28 @@ describe('metrics', () => {
     await expectNothingLeft(db);
   });
 });
+
+describe('a database that cannot serve the run', () => {
+  it('unreachable: the run fails, the alert goes out without a run id, exit 1', async () => {
+    const requestsBefore = sns.requests;
+    const r = await runJob(db, ['data-cleanup', '--scheduled-time', '2025-03-10T06:00:00Z'], { DATABASE_URL: 'postgres://u:p@127.0.0.1:1/none', ...snsEnv(sns) });
+    expect(r.code).toBe(1);
+    expect(r.logs.find((l) => l.msg.startsWith('the run of data-cleanup could not go on'))?.msg).toMatch(/ECONNREFUSED/);
+    expect(sns.requests - requestsBefore).toBe(1);
+    expect(sns.messages.at(-1)!.message).toContain('Run id:         (none: the run could not be recorded)');
+  });
+
+  it('not migrated: the message says to migrate', async () => {
+    const bare = await createTestDatabase({ migrated: false });
+    try {
+      const r = await runJob(bare, ['data-cleanup', '--scheduled-time', '2025-03-10T06:00:00Z']);
+      expect(r.code).toBe(1);
+      expect(r.logs.find((l) => l.msg.startsWith('the run of data-cleanup could not go on'))?.msg).toBe(
+        'the run of data-cleanup could not go on: relation "job_runs" does not exist: the database is not migrated (run npm run migrate, or start the API, which migrates)',
+      );
+      await expectNothingLeft(bare);
+    } finally {
+      await bare.drop();
+    }
+  });
+});

@@ -1,5 +1,5 @@
 /** What each of the four jobs writes, and that a rerun of it changes nothing twice. */
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -130,6 +130,8 @@ describe('weekly-export', () => {
     expect(lines).toHaveLength(n + 1);
     expect(summaryOf(r.logs)).toMatchObject({ week: '2025-03-03', rows: n });
 
+    // What a run killed mid-write leaves behind.
+    await writeFile(path.join(dir, `.invoices-week-2025-03-03.csv.${999_999}.tmp`), 'invoice_id\n1');
     const forced = await runJob(db, ['weekly-export', '--scheduled-time', '2025-03-10T03:00:00Z', '--force'], env);
     expect(forced.code).toBe(0);
     expect(await readdir(dir)).toEqual(['invoices-week-2025-03-03.csv']);
