@@ -3,7 +3,7 @@
  * balancer, the scheduled jobs, their alarms and dashboard, the alert topic and the buckets.
  */
 import { fileURLToPath } from 'node:url';
-import { Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Stack, type StackProps } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
@@ -183,5 +183,15 @@ export class BackendStack extends Stack {
 
     this.database.allowFrom(this.webService.securityGroup, 'API tasks');
     this.database.allowFrom(this.scheduledJobs.securityGroup, 'Scheduled job tasks');
+
+    // What the runbook's commands need (README.md, Runbook).
+    const scheme = props.service?.certificateArn ? 'https' : 'http';
+    new CfnOutput(this, 'ApiUrl', { value: `${scheme}://${this.webService.loadBalancer.loadBalancerDnsName}` });
+    new CfnOutput(this, 'ClusterName', { value: this.cluster.clusterName });
+    new CfnOutput(this, 'JobSubnets', { value: this.vpc.privateSubnets.map((s) => s.subnetId).join(',') });
+    new CfnOutput(this, 'JobSecurityGroup', { value: this.scheduledJobs.securityGroup.securityGroupId });
+    new CfnOutput(this, 'LogGroup', { value: this.logGroup.logGroupName });
+    new CfnOutput(this, 'AlertTopic', { value: this.alerts.topic.topicArn });
+    new CfnOutput(this, 'DatabaseSecret', { value: this.database.secret.secretArn });
   }
 }

@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Duration } from 'aws-cdk-lib';
 import { describe, expect, it } from 'vitest';
+import { RUNBOOK } from '../../lib/job-monitoring.js';
+import { SERVICE_RUNBOOK } from '../../lib/service-monitoring.js';
 import { CONTEXT_SETTINGS, settingsFromContext } from '../../lib/settings.js';
 import { CDK_CONTEXT, errorMessage, EXTRA_JOB, jobsCopy, newApp } from './synth.js';
 
@@ -88,8 +90,18 @@ describe('bin/app.ts', () => {
 });
 
 describe('README', () => {
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+
+  it('has a runbook section for every alarm and alert that links to one', () => {
+    // GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens.
+    const anchors = readme.split('\n').filter((l) => l.startsWith('#')).map((l) =>
+      l.replace(/^#+\s*/, '').toLowerCase().replace(/[^\w\s-]/g, '').replace(/\s/g, '-'));
+    for (const link of [...Object.values(RUNBOOK), ...Object.values(SERVICE_RUNBOOK)]) {
+      expect(anchors, link).toContain(link.slice('README.md#'.length));
+    }
+  });
+
   it('documents every context setting with its default', () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     for (const [key, setting] of Object.entries(CONTEXT_SETTINGS)) {
       const row = readme.split('\n').find((line) => line.startsWith(`| \`${key}\` |`));
       expect(row, `README.md has no row for ${key}`).toBeDefined();
