@@ -51,7 +51,9 @@ export async function billAccounts(
          AND ${one ? 'id = $3::bigint' : 'id > $3::bigint'}
        ORDER BY id
        LIMIT $4
-     ), totals AS (
+     ), totals AS MATERIALIZED (
+       -- MATERIALIZED: otherwise Postgres inlines the CTE and sums each account's usage twice,
+       -- once for the quantity and once for the amount.
        SELECT b.id, b.unit_price_cents,
               coalesce((SELECT sum(u.quantity) FROM usage u
                         WHERE u.account_id = b.id AND u.occurred_at >= $1::date AND u.occurred_at < $2::date), 0)::bigint AS quantity

@@ -4,11 +4,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createApi } from './api.js';
 import type { Config } from './config.js';
-import { createPool, type Pool } from './db.js';
+import { createPool } from './db.js';
 import { DrainableServer } from './http-server.js';
-import { createLogger, flushLogs, type Logger } from './logger.js';
+import { createLogger, flushLogs } from './logger.js';
 import { migrate } from './migrate.js';
-import { ShutdownCoordinator, type ShutdownStep } from './shutdown.js';
+import { ShutdownCoordinator, poolStep } from './shutdown.js';
 import { Workers, usageSummaryTask } from './workers.js';
 
 export async function runServer(config: Config): Promise<void> {
@@ -51,13 +51,3 @@ export async function runMigrate(config: Config): Promise<void> {
   }
 }
 
-/** The coordinator's "pool" step: ends the pool once every request and worker is done with it. */
-export function poolStep(pool: Pool): ShutdownStep {
-  return {
-    name: 'pool',
-    run: () => pool.end(),
-    pending: () => `${pool.totalCount - pool.idleCount} checked-out connection(s) of ${pool.totalCount} to be returned`,
-  };
-}
-
-export type { Logger };

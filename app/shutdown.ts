@@ -83,7 +83,8 @@ export class ShutdownCoordinator {
     this.exitCode = exitCode;
     this.startedAt = Date.now();
     this.controller.abort(reason);
-    logger.info({ reason, deadlineMs: timeoutMs, steps: this.steps.map((s) => s.name) }, `received ${reason}; shutting down (deadline ${timeoutMs} ms)`);
+    const cause = /^SIG[A-Z]+$/.test(reason) ? `received ${reason}` : reason;
+    logger.info({ reason, deadlineMs: timeoutMs, steps: this.steps.map((s) => s.name) }, `${cause}; shutting down (deadline ${timeoutMs} ms)`);
     const timer = setTimeout(() => this.onDeadline(), timeoutMs);
     try {
       for (const step of this.steps) {
