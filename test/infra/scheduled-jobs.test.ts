@@ -295,7 +295,7 @@ describe('a bad jobs table', () => {
       { ...EXTRA_JOB, name: 'monthly-one', schedule: 'cron(0 4 1 * ? *)' },
       { ...EXTRA_JOB, name: 'a-job-whose-name-is-rather-long-for-rule' },
     ];
-    const message = errorMessage(() => new BackendStack(newApp(), 'AVeryLongStackNameForRules', { alertEmail: 'oncall@example.com', jobs, now: NOW }));
+    const message = errorMessage(() => new BackendStack(newApp(), 'AVeryLongStackNameForRules', { alertEmail: 'oncall@acme.io', jobs, now: NOW }));
     expect(message).toMatch(/^Stack AVeryLongStackNameForRules has \d+ problems:/);
     expect(message).toContain('job "usage-digest": schedule "cron(0 6 * * * *)" is invalid');
     expect(message).toContain('job "billing-run": name is a duplicate');

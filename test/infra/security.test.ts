@@ -1,5 +1,6 @@
 import { Stack, Validations } from 'aws-cdk-lib';
-import { Match } from 'aws-cdk-lib/assertions';
+import { Annotations, Match } from 'aws-cdk-lib/assertions';
+import * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
@@ -7,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { JOBS } from '../../lib/jobs.js';
 import { settingsFromContext } from '../../lib/settings.js';
 import { BackendStack } from '../../lib/stack.js';
-import { newApp, resources, synth, type Synthesized } from './synth.js';
+import { newApp, NOW, resources, synth, type Synthesized } from './synth.js';
 
 const DB_SECRETS = { DB_HOST: 'host', DB_PORT: 'port', DB_NAME: 'dbname', DB_USER: 'username', DB_PASSWORD: 'password' };
 const EXISTING_SECRET = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-AbCdEf';
@@ -158,11 +159,21 @@ describe('alerts and buckets', () => {
   it('sends alerts through one encrypted topic with an email subscription', () => {
     s.template.resourceCountIs('AWS::SNS::Topic', 1);
     s.template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: Match.anyValue() });
-    s.template.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'oncall@example.com' });
+    s.template.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'oncall@acme.io' });
     s.template.hasResourceProperties('AWS::KMS::Key', {
       EnableKeyRotation: true,
       KeyPolicy: { Statement: Match.arrayWith([Match.objectLike({ Principal: { Service: ['cloudwatch.amazonaws.com', 'events.amazonaws.com'] } })]) },
     });
+  });
+
+  it('warns at synth when alertEmail is still a placeholder that reaches nobody', () => {
+    Annotations.fromStack(s.stack).hasNoWarning('/Test/Alerts', Match.anyValue());
+    const placeholder = new BackendStack(newApp(), 'Placeholder', {
+      alertEmail: 'alerts@example.com',
+      now: NOW,
+      image: ecs.ContainerImage.fromRegistry('public.ecr.aws/docker/library/node:24-slim'),
+    });
+    Annotations.fromStack(placeholder).hasWarning('/Placeholder/Alerts', Match.stringLikeRegexp('reserved example domain: no alert will reach anyone'));
   });
 
   it('keeps the export bucket encrypted, private, TLS-only and expiring', () => {
@@ -198,7 +209,7 @@ describe('cdk-nag (AwsSolutions, v3)', () => {
   });
 
   it('runs as the app\'s validation plugin: synth passes clean, and fails on an unacknowledged error', () => {
-    const app = newApp();
+    const app = newApp({ alertEmail: 'oncall@acme.io' });
     const { stackName, props } = settingsFromContext(app.node);
     new BackendStack(app, stackName, props);
     Validations.of(app).addPlugins(new AwsSolutionsChecks(app));

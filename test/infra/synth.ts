@@ -29,7 +29,7 @@ export interface Synthesized {
 /** A fresh App and stack with `props` on top of test defaults, synthesized. */
 export function synth(props: Partial<BackendStackProps> = {}): Synthesized {
   const app = newApp();
-  const stack = new BackendStack(app, STACK_ID, { alertEmail: 'oncall@example.com', now: NOW, ...props });
+  const stack = new BackendStack(app, STACK_ID, { alertEmail: 'oncall@acme.io', now: NOW, ...props });
   return { app, stack, template: Template.fromStack(stack) };
 }
 
