@@ -10,6 +10,7 @@ import * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
+import pino from 'pino';
 import { Alerts, validateAlertsProps } from './alerts.js';
 import type { AppRuntime } from './app-task.js';
 import { addExportBucket, addLogBucket } from './buckets.js';
@@ -27,7 +28,8 @@ export const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** CloudWatch Logs accepts only these retention periods, in days. */
 const LOG_RETENTION_DAYS = Object.values(logs.RetentionDays).filter((d): d is number => typeof d === 'number' && d > 0);
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+/** LOG_LEVEL values: pino's levels (the container's logger), and `silent`. */
+const LOG_LEVELS = [...Object.keys(pino.levels.values), 'silent'];
 
 export interface BackendStackProps extends StackProps {
   /** Every alarm and crash alert is mailed here. */
@@ -68,8 +70,8 @@ export function validateBackendStackProps(id: string, props: BackendStackProps):
   if (props.logLevel !== undefined && !LOG_LEVELS.includes(props.logLevel)) {
     problems.add(`logLevel must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(props.logLevel)}`);
   }
-  if (props.metricsNamespace !== undefined && !/^[\w./#:-]{1,255}$/.test(props.metricsNamespace)) {
-    problems.add(`metricsNamespace must be 1 to 255 letters, digits or . - _ / # :, got ${JSON.stringify(props.metricsNamespace)}`);
+  if (props.metricsNamespace !== undefined && (!/^[\w./#:-]{1,255}$/.test(props.metricsNamespace) || props.metricsNamespace.startsWith('AWS/'))) {
+    problems.add(`metricsNamespace must be 1 to 255 letters, digits or . - _ / # : and not start with AWS/, got ${JSON.stringify(props.metricsNamespace)}`);
   }
   problems.whole('exportRetentionDays', props.exportRetentionDays, 1);
   problems.list.push(...validateScheduledJobs(jobs, {

@@ -44,9 +44,11 @@ describe('settings from cdk.json context', () => {
       databaseMultiAZ: true,
       natGateways: 3,
       logRetentionDays: 10,
+      logLevel: 'verbose',
       account: '123456789012',
     }).node));
-    expect(message).toMatch(/^The settings \(cdk\.json context\) of stack EcsSaasBackend has 9 problems:/);
+    expect(message).toMatch(/^The settings \(cdk\.json context\) of stack EcsSaasBackend has 10 problems:/);
+    expect(message).toContain('logLevel must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"');
     expect(message).toContain('desiredCount must be a whole number, got "two"');
     expect(message).toContain('unknown context key "databaseMultiAZ": did you mean "databaseMultiAz"?');
     expect(message).toContain('account and region must be set together, got account "123456789012" and region undefined');
