@@ -3,7 +3,9 @@
 # (`node dist/app/main.js <job-name>`). Built for ARM64 by `cdk deploy` (ContainerImage.fromAsset).
 
 # --- build: compile app/ (and the lib/ modules it imports) to dist/ -------------------------
-FROM node:24-slim AS build
+# On the build machine's own platform: the output is plain JavaScript, and an ARM64 image
+# built on x86 then compiles natively instead of under emulation.
+FROM --platform=$BUILDPLATFORM node:24-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # No install scripts: the compiler needs none, and dev-only packages (embedded-postgres) would download binaries.
