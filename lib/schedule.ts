@@ -57,7 +57,7 @@ export function parseSchedule(expression: string): Schedule {
 
 function toCron(fields: string): Cron {
   return new Cron(`0 ${fields}`, {
-    timezone: 'UTC',
+    utcOffset: 0,
     mode: '7-part',
     alternativeWeekdays: true,
     sloppyRanges: true,
