@@ -15,8 +15,6 @@ import { loadConfig } from './config.js';
 import { UsageError, EXIT } from './errors.js';
 import { createLogger, flushLogs, printError } from './logger.js';
 
-const COMMANDS = CONTAINER_COMMANDS;
-
 export function usage(): string {
   return [
     'Usage: node dist/app/main.js                 run the HTTP API',
@@ -36,9 +34,9 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(`${usage()}\n`);
     return;
   }
-  if (command !== undefined && !COMMANDS.includes(command as (typeof COMMANDS)[number]) && !JOBS.some((j) => j.name === command)) {
+  if (command !== undefined && !CONTAINER_COMMANDS.includes(command as (typeof CONTAINER_COMMANDS)[number]) && !JOBS.some((j) => j.name === command)) {
     throw new UsageError(
-      `Unknown job "${command}". Known jobs: ${JOBS.map((j) => j.name).join(', ')} (or the commands: ${COMMANDS.join(', ')}).\n\n${usage()}`,
+      `Unknown job "${command}". Known jobs: ${JOBS.map((j) => j.name).join(', ')} (or the commands: ${CONTAINER_COMMANDS.join(', ')}).\n\n${usage()}`,
       'UNKNOWN_JOB',
     );
   }
