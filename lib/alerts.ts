@@ -5,7 +5,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
-import { Annotations, Token } from 'aws-cdk-lib';
+import { Annotations, Stack, Token } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
 import { throwIfProblems } from './validation.js';
 
@@ -53,6 +53,19 @@ export class Alerts extends Construct {
       masterKey: this.key,
       enforceSSL: true,
     });
+    // The topic policy CloudFormation writes replaces SNS's default one (which let the account's
+    // alarms publish), so CloudWatch needs its own statement or every alarm action is denied.
+    const stack = Stack.of(this);
+    this.topic.addToResourcePolicy(new iam.PolicyStatement({
+      sid: 'AlarmsPublishToTheAlertTopic',
+      principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+      actions: ['sns:Publish'],
+      resources: [this.topic.topicArn],
+      conditions: {
+        StringEquals: { 'aws:SourceAccount': stack.account },
+        ArnLike: { 'aws:SourceArn': `arn:${stack.partition}:cloudwatch:${stack.region}:${stack.account}:alarm:*` },
+      },
+    }));
     this.topic.addSubscription(new subscriptions.EmailSubscription(props.email));
     if (!Token.isUnresolved(props.email) && RESERVED_DOMAIN.test(props.email)) {
       Annotations.of(this).addWarningV2('ecs-saas-backend:alertEmailPlaceholder',

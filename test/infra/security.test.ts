@@ -166,6 +166,17 @@ describe('alerts and buckets', () => {
     });
   });
 
+  it('lets the alarms and the rules publish to the topic: its policy replaces SNS\'s default one', () => {
+    const [policy] = Object.values(resources(s.template, 'AWS::SNS::TopicPolicy'));
+    const allows = (service: string) => policy!.Properties.PolicyDocument.Statement.filter((st: any) =>
+      st.Effect === 'Allow' && list(st.Action).includes('sns:Publish') && st.Principal?.Service === service);
+    const [alarms] = allows('cloudwatch.amazonaws.com');
+    expect(alarms).toBeDefined();
+    expect(alarms.Condition.StringEquals).toEqual({ 'aws:SourceAccount': { Ref: 'AWS::AccountId' } });
+    expect(JSON.stringify(alarms.Condition.ArnLike['aws:SourceArn'])).toContain(':alarm:*');
+    expect(allows('events.amazonaws.com')).toHaveLength(1);
+  });
+
   it('warns at synth when alertEmail is still a placeholder that reaches nobody', () => {
     Annotations.fromStack(s.stack).hasNoWarning('/Test/Alerts', Match.anyValue());
     const placeholder = new BackendStack(newApp(), 'Placeholder', {
