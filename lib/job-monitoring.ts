@@ -22,7 +22,7 @@ import { Construct } from 'constructs';
 import { JOB_DEFAULTS } from './defaults.js';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from './metrics.js';
 import { missedRunWindow } from './missed-run.js';
-import type { ScheduledJob, ScheduledJobs } from './scheduled-jobs.js';
+import { jobResourceName, type ScheduledJob, type ScheduledJobs } from './scheduled-jobs.js';
 
 export interface JobMonitoringProps {
   /** The jobs to watch. */
@@ -88,7 +88,7 @@ export class JobMonitoring extends Construct {
     }
     this.crashRule = new events.Rule(this, 'CrashRule', {
       description: 'A scheduled job task stopped with a non-zero exit code or failed to start',
-      eventPattern: crashEventPattern(props.cluster, jobs),
+      eventPattern: crashEventPattern(props.cluster, props.jobs),
     });
     this.crashRule.addTarget(new targets.SnsTopic(props.topic, { message: crashMessage() }));
 
@@ -176,7 +176,7 @@ export class JobMonitoring extends Construct {
  * non-zero exit code, or never started (stopCode TaskFailedToStart, e.g. no Spot capacity, an
  * image that cannot be pulled, a secret that cannot be read).
  */
-export function crashEventPattern(cluster: ecs.ICluster, jobs: readonly ScheduledJob[]): events.EventPattern {
+export function crashEventPattern(cluster: ecs.ICluster, jobs: ScheduledJobs): events.EventPattern {
   return {
     source: ['aws.ecs'],
     detailType: ['ECS Task State Change'],
@@ -184,7 +184,9 @@ export function crashEventPattern(cluster: ecs.ICluster, jobs: readonly Schedule
       clusterArn: [cluster.clusterArn],
       lastStatus: ['STOPPED'],
       // RunTask puts the family in the task's group; the service's tasks are "service:..." instead.
-      group: jobs.map((s) => `family:${s.taskDefinition.family}`),
+      // One prefix for every job's family, not a list of them: an event pattern may hold 2,048
+      // characters, which some 40 job families would use up.
+      group: [{ prefix: `family:${jobResourceName(jobs.namePrefix, { name: '' })}` }],
       $or: [
         { containers: { exitCode: [{ 'anything-but': 0 }] } },
         { stopCode: ['TaskFailedToStart'] },

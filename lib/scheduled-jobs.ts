@@ -97,6 +97,8 @@ export class ScheduledJobs extends Construct {
   public readonly exportTaskRole: iam.Role | undefined;
   /** The role EventBridge starts every job's task with. */
   public readonly eventsRole: iam.Role;
+  /** Prefix of the rule names and task families, `<prefix>-<job>`. */
+  public readonly namePrefix: string;
 
   constructor(scope: Construct, id: string, props: ScheduledJobsProps) {
     const jobs = props.jobs ?? JOBS;
@@ -107,6 +109,7 @@ export class ScheduledJobs extends Construct {
     problems.list.push(...validateScheduledJobs(jobs, { namePrefix, hasExportBucket: props.exportBucket !== undefined, now: props.now }));
     if (problems.list.length > 0) throw new InvalidSettingsError('The jobs table (lib/jobs.ts)', problems.list);
     super(scope, id);
+    this.namePrefix = namePrefix;
 
     const { cluster } = props;
     this.securityGroup = new ec2.SecurityGroup(this, 'SecurityGroup', {

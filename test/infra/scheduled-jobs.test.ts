@@ -215,13 +215,23 @@ describe('the crash alert', () => {
   const job = (name: string) => `family:${STACK_ID}-${name}`;
 
   it('matches the job tasks\' families, in this cluster, once stopped', () => {
-    const families = Object.values(resources(s.template, 'AWS::ECS::TaskDefinition')).map((t) => t.Properties.Family);
     expect(pattern.source).toEqual(['aws.ecs']);
     expect(pattern['detail-type']).toEqual(['ECS Task State Change']);
     expect(pattern.detail.lastStatus).toEqual(['STOPPED']);
     expect(pattern.detail.clusterArn).toEqual([{ 'Fn::GetAtt': [expect.stringMatching(/^Cluster/), 'Arn'] }]);
-    expect(pattern.detail.group.sort()).toEqual(ENABLED.map((j) => job(j.name)).sort());
-    for (const group of pattern.detail.group) expect(families).toContain(group.slice('family:'.length));
+    const detail = { ...pattern.detail, clusterArn: ['CLUSTER'] };
+    const group = (family: string) => matches({ group: detail.group }, { group: `family:${family}` });
+    const families = Object.values(resources(s.template, 'AWS::ECS::TaskDefinition')).map((t) => t.Properties.Family as string);
+    for (const j of ENABLED) expect(group(`${STACK_ID}-${j.name}`), j.name).toBe(true);
+    // The API's task definition is in the same cluster; its family must not match.
+    expect(families.filter((f) => group(f)).sort()).toEqual(ENABLED.map((j) => `${STACK_ID}-${j.name}`).sort());
+  });
+
+  it('keeps its pattern the same size however many jobs there are (EventBridge allows 2,048 characters)', () => {
+    const { template } = synth({ jobs: [...jobsCopy(), EXTRA_JOB] });
+    expect(crashRule(template).EventPattern).toEqual(pattern);
+    const arn = 'arn:aws-us-gov:ecs:us-gov-west-1:123456789012:cluster/AVeryLongStackNameForRulesAndAlarms-ClusterEB0386A7-AbCdEfGhIjKl';
+    expect(JSON.stringify({ ...pattern, detail: { ...pattern.detail, clusterArn: [arn] } }).length).toBeLessThan(2_048);
   });
 
   it('fires for a non-zero exit or a task that failed to start, not for a clean exit or the API', () => {
@@ -308,7 +318,7 @@ describe('a bad jobs table', () => {
 
 /**
  * A small EventBridge pattern matcher for the features the crash rule uses: lists of exact
- * values, `anything-but`, `$or`, nested objects, and arrays of objects in the event (any
+ * values, `anything-but`, `prefix`, `$or`, nested objects, and arrays of objects in the event (any
  * element may match).
  */
 function matches(pattern: Record<string, any>, event: unknown): boolean {
@@ -318,7 +328,11 @@ function matches(pattern: Record<string, any>, event: unknown): boolean {
     if (Array.isArray(value) && !Array.isArray(rule)) return value.some((v) => matches(rule, v));
     if (!Array.isArray(rule)) return value !== undefined && matches(rule, value);
     const values = Array.isArray(value) ? value : [value];
-    return values.some((v) => v !== undefined && rule.some((r: unknown) =>
-      typeof r === 'object' && r !== null && 'anything-but' in r ? !([] as unknown[]).concat((r as any)['anything-but']).includes(v) : r === v));
+    return values.some((v) => v !== undefined && rule.some((r: unknown) => {
+      if (typeof r !== 'object' || r === null) return r === v;
+      if ('anything-but' in r) return !([] as unknown[]).concat((r as any)['anything-but']).includes(v);
+      if ('prefix' in r) return typeof v === 'string' && v.startsWith((r as any).prefix);
+      throw new Error(`the test matcher does not know ${JSON.stringify(r)}`);
+    }));
   });
 }
