@@ -45,9 +45,11 @@ export async function billAccounts(
 ): Promise<BillBatch> {
   const one = 'accountId' in batch;
   const { rows } = await db.query<{ accounts: string; inserted: string; last_id: string | null }>(
+    // The day's bounds are UTC midnights: a bare `$1::date` compared with a timestamptz would
+    // be midnight in the session's TimeZone, which is not UTC on every server.
     `WITH batch AS (
        SELECT id, unit_price_cents FROM accounts
-       WHERE status = 'active' AND created_at < $2::date
+       WHERE status = 'active' AND created_at < $2::date::timestamp AT TIME ZONE 'UTC'
          AND ${one ? 'id = $3::bigint' : 'id > $3::bigint'}
        ORDER BY id
        LIMIT $4
@@ -56,7 +58,8 @@ export async function billAccounts(
        -- once for the quantity and once for the amount.
        SELECT b.id, b.unit_price_cents,
               coalesce((SELECT sum(u.quantity) FROM usage u
-                        WHERE u.account_id = b.id AND u.occurred_at >= $1::date AND u.occurred_at < $2::date), 0)::bigint AS quantity
+                        WHERE u.account_id = b.id AND u.occurred_at >= $1::date::timestamp AT TIME ZONE 'UTC'
+                          AND u.occurred_at < $2::date::timestamp AT TIME ZONE 'UTC'), 0)::bigint AS quantity
        FROM batch b
      ), inserted AS (
        INSERT INTO invoices (account_id, period_start, period_end, quantity, amount_cents)

@@ -31,7 +31,7 @@ export const billingRun = defineJob<BillingCheckpoint>({
     const limit = ctx.config.JOB_BATCH_SIZE;
     const { rows } = await ctx.pool.query<{ total: number; done: number }>(
       `SELECT count(*)::int AS total, count(*) FILTER (WHERE id <= $2::bigint)::int AS done
-       FROM accounts WHERE status = 'active' AND created_at < $1::date`,
+       FROM accounts WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC'`,
       [period.end, ctx.checkpoint?.afterAccountId ?? '0'],
     );
     let { afterAccountId, inserted } = ctx.checkpoint ?? { afterAccountId: '0', inserted: 0 };

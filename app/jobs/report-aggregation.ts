@@ -49,7 +49,8 @@ export const reportAggregation = defineJob<AggregationCheckpoint>({
          ), totals AS (
            SELECT u.account_id, u.metric, sum(u.quantity)::bigint AS quantity, count(*)::bigint AS events
            FROM usage u JOIN batch b ON b.id = u.account_id
-           WHERE u.occurred_at >= $1::date AND u.occurred_at < $2::date
+           -- UTC midnights, whatever the session's TimeZone (as in app/billing.ts).
+           WHERE u.occurred_at >= $1::date::timestamp AT TIME ZONE 'UTC' AND u.occurred_at < $2::date::timestamp AT TIME ZONE 'UTC'
            GROUP BY u.account_id, u.metric
          ), upserted AS (
            INSERT INTO usage_daily (day, account_id, metric, quantity, events)

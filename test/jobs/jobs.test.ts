@@ -139,3 +139,34 @@ describe('weekly-export', () => {
     await expectNothingLeft(db);
   });
 });
+
+describe('a database whose TimeZone is not UTC', () => {
+  let local: TestDatabase;
+  beforeAll(async () => {
+    local = await createTestDatabase();
+    await seed(local, 200);
+  });
+  afterAll(() => local.drop());
+
+  it('billing-run and report-aggregation still work on the UTC day', async () => {
+    // UTC-5 (POSIX sign): there a date compared with a timestamptz starts at 05:00 UTC, and
+    // the seed's usage falls in the first hours of each UTC day.
+    const url = new URL(local.url);
+    url.searchParams.set('options', '-c TimeZone=Etc/GMT+5');
+    const env = { DATABASE_URL: url.toString() };
+    expect((await runJob(local, ['billing-run', '--scheduled-time', NIGHTLY_TIME], env)).code).toBe(0);
+    expect((await runJob(local, ['report-aggregation', '--scheduled-time', '2025-03-10T01:30:00Z'], env)).code).toBe(0);
+    await expectOneInvoicePerActiveAccount(local);
+    const utcDay = `u.occurred_at >= $1::timestamptz AND u.occurred_at < $1::timestamptz + interval '24 hours'`;
+    const day = [`${NIGHTLY_DAY}T00:00:00Z`];
+    const badInvoices = await local.query(
+      `SELECT i.account_id FROM invoices i
+       WHERE i.quantity <> coalesce((SELECT sum(u.quantity) FROM usage u WHERE u.account_id = i.account_id AND ${utcDay}), 0)`,
+      day,
+    );
+    expect(badInvoices).toEqual([]);
+    expect(await local.query(`SELECT account_id::text, metric, quantity::text FROM usage_daily ORDER BY 1, 2`)).toEqual(
+      await local.query(`SELECT account_id::text, metric, sum(quantity)::text AS quantity FROM usage u WHERE ${utcDay} GROUP BY 1, 2 ORDER BY 1, 2`, day),
+    );
+  });
+});
