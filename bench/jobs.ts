@@ -62,8 +62,9 @@ async function singleStatement(db: pg.Pool): Promise<number> {
      SELECT a.id, $1::date, $2::date, coalesce(u.quantity, 0), coalesce(u.quantity, 0) * a.unit_price_cents
      FROM accounts a
      LEFT JOIN (SELECT account_id, sum(quantity)::bigint AS quantity FROM usage
-                WHERE occurred_at >= $1::date AND occurred_at < $2::date GROUP BY account_id) u ON u.account_id = a.id
-     WHERE a.status = 'active' AND a.created_at < $2::date
+                WHERE occurred_at >= $1::date::timestamp AT TIME ZONE 'UTC' AND occurred_at < $2::date::timestamp AT TIME ZONE 'UTC'
+                GROUP BY account_id) u ON u.account_id = a.id
+     WHERE a.status = 'active' AND a.created_at < $2::date::timestamp AT TIME ZONE 'UTC'
      ON CONFLICT (account_id, period_start) DO NOTHING`,
     [DAY, '2025-03-10'],
   );
