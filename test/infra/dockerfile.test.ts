@@ -70,6 +70,8 @@ describe('the Dockerfile', () => {
       const files = listFiles(context);
       expect(files).toContain('app/main.ts');
       expect(files).toContain('lib/jobs.ts');
+      // The CDK constructs stay out, so that changing only them leaves the image (and the tasks) alone.
+      expect(files).not.toContain('lib/stack.ts');
       expect(files).toContain('package-lock.json');
       for (const file of files) expect(file).not.toMatch(/(^|\/)(node_modules|cdk\.out|dist|\.data|\.git|test|bench)\/|\.test\.ts$|^README|^app\/dev\//);
     } finally {
