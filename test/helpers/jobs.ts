@@ -78,10 +78,11 @@ export interface RunRow {
   finished_at: Date | null;
 }
 
+/** Every attempt, oldest first (by the bigint id: `ORDER BY id` would sort the text column, "10" before "9"). */
 export function jobRuns(db: TestDatabase, job?: string): Promise<RunRow[]> {
   return db.query<RunRow>(
     `SELECT id::text, job, scheduled_time, status, attempt, processed::text, total::text, checkpoint, error, ran_on, started_at, finished_at
-     FROM job_runs WHERE $1::text IS NULL OR job = $1 ORDER BY id`,
+     FROM job_runs WHERE $1::text IS NULL OR job = $1 ORDER BY job_runs.id`,
     [job ?? null],
   );
 }
