@@ -56,7 +56,7 @@ export async function runRunsCommand(args: readonly string[], config: Config): P
       `SELECT id::text, job, scheduled_time, status, attempt, started_at, finished_at,
               extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age_s,
               processed::text, total::text, error, ran_on
-       FROM job_runs WHERE ($1::text IS NULL OR job = $1) ORDER BY id DESC LIMIT $2`,
+       FROM job_runs WHERE ($1::text IS NULL OR job = $1) ORDER BY job_runs.id DESC LIMIT $2`, // the bigint: `id` alone is the text column above, where "9" > "11"
       [job ?? null, limit],
     );
     if (json) {

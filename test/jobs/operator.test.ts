@@ -85,6 +85,14 @@ describe('with a database', () => {
     const unknown = await run(['runs', 'bill-everyone'], { DATABASE_URL: db.url });
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain('Unknown job "bill-everyone". Known jobs: billing-run, report-aggregation, data-cleanup, weekly-export.');
+
+    // Newest first by the number, also once the ids have two digits (as text, "9" > "11").
+    await db.query(
+      `INSERT INTO job_runs (job, scheduled_time, status, attempt, finished_at, ran_on)
+       SELECT 'weekly-export', '2025-03-10T00:00:00Z'::timestamptz + make_interval(hours => h), 'succeeded', 1, now(), 'a-task' FROM generate_series(1, 8) AS h`,
+    );
+    const newest = JSON.parse((await run(['runs', '--limit', '2', '--json'], { DATABASE_URL: db.url })).stdout) as { id: string }[];
+    expect(newest.map((r) => r.id)).toEqual(['11', '10']);
     await expectNothingLeft(db);
   });
 });
