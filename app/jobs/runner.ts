@@ -498,9 +498,12 @@ export class JobRunner {
     }
     const message = `${stop.message} ${where}`;
     const ranOn = (await this.location).ranOn;
+    // The row carries the previous attempt's checkpoint: the next run resumes from the last attempt's.
     const { rows } = await db.query<{ id: string }>(
-      `INSERT INTO job_runs (job, scheduled_time, status, attempt, finished_at, error, ran_on)
-       SELECT $1, $2, 'failed', coalesce(max(attempt), 0) + 1, now(), $3, $4 FROM job_runs WHERE job = $1 AND scheduled_time = $2
+      `INSERT INTO job_runs (job, scheduled_time, status, attempt, finished_at, error, ran_on, checkpoint)
+       SELECT $1, $2, 'failed', coalesce(max(attempt), 0) + 1, now(), $3, $4,
+              (SELECT checkpoint FROM job_runs WHERE job = $1 AND scheduled_time = $2 ORDER BY attempt DESC LIMIT 1)
+       FROM job_runs WHERE job = $1 AND scheduled_time = $2
        RETURNING id::text`,
       [this.job.name, this.iso, message, ranOn],
     );

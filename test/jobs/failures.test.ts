@@ -8,6 +8,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from '../../lib/metrics.js';
+import { lockKey } from '../../app/lock.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { NIGHTLY_TIME, emfLines, expectNothingLeft, expectOneInvoicePerActiveAccount, jobRuns, msgs, runJob, seed } from '../helpers/jobs.js';
 import { snsEnv, startFakeSns, type FakeSns } from '../helpers/sns.js';
@@ -50,6 +51,32 @@ describe('the timeout', () => {
     // The clock starts with the process's run, and the job stops at the end of its batch.
     expect(failed[0]![JOB_METRICS.duration]).toBeGreaterThanOrEqual(400);
     expect(failed[0]![JOB_METRICS.duration]).toBeLessThan(2_000);
+    await expectNothingLeft(db);
+  });
+});
+
+describe('a timeout before the first attempt', () => {
+  it('records `failed` with the previous attempt\'s checkpoint, so the next run still resumes from it', async () => {
+    await reset();
+    const checkpoint = { afterAccountId: '400', inserted: 380 };
+    await db.query(
+      `INSERT INTO job_runs (job, scheduled_time, status, attempt, finished_at, checkpoint, error, ran_on)
+       VALUES ('billing-run', $1, 'interrupted', 1, now(), $2, 'interrupted by SIGTERM', 'a-stopped-task')`,
+      [NIGHTLY_TIME, JSON.stringify(checkpoint)],
+    );
+    // Another run of billing-run (overlap "wait") holds the job lock past the timeout.
+    await db.withClient(async (holder) => {
+      await holder.query('SELECT pg_advisory_lock($1::bigint)', [lockKey('job:billing-run')]);
+      const r = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], { JOB_FAULT_INJECTION: 'timeout-ms=300' });
+      expect(r.code).toBe(1);
+    });
+    expect(await jobRuns(db)).toMatchObject([
+      { status: 'interrupted', attempt: 1, checkpoint },
+      { status: 'failed', attempt: 2, checkpoint, error: expect.stringMatching(/^timeout: .* while waiting for another run$/) },
+    ]);
+    const rerun = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME]);
+    expect(rerun.code).toBe(0);
+    expect(rerun.logs.find((l) => l.msg.startsWith('resuming from the checkpoint'))).toMatchObject({ msg: 'resuming from the checkpoint of attempt 2 (failed)', checkpoint });
     await expectNothingLeft(db);
   });
 });
