@@ -188,7 +188,7 @@ export class JobRunner {
       const db = runLock.connection;
       await keepDeadPeersDetectable(db);
       const done = await db.query<{ id: string; finished_at: Date }>(
-        `SELECT id::text, finished_at FROM job_runs WHERE job = $1 AND scheduled_time = $2 AND status = 'succeeded' ORDER BY id DESC LIMIT 1`,
+        `SELECT id::text, finished_at FROM job_runs WHERE job = $1 AND scheduled_time = $2 AND status = 'succeeded' ORDER BY job_runs.id DESC LIMIT 1`,
         [this.job.name, this.iso],
       );
       const succeeded = done.rows[0];
@@ -559,7 +559,7 @@ async function keepDeadPeersDetectable(db: PoolClient): Promise<void> {
 async function describeRunning(db: PoolClient, job: string): Promise<string> {
   const { rows } = await db.query<{ id: string; scheduled_time: Date; age_s: number }>(
     `SELECT id::text, scheduled_time, extract(epoch FROM now() - heartbeat_at)::float8 AS age_s
-     FROM job_runs WHERE job = $1 AND status = 'running' ORDER BY id DESC LIMIT 1`,
+     FROM job_runs WHERE job = $1 AND status = 'running' ORDER BY job_runs.id DESC LIMIT 1`,
     [job],
   );
   const r = rows[0];
