@@ -15,7 +15,7 @@ import { UsageError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { ShutdownCoordinator, poolStep } from '../shutdown.js';
 import { HANDLERS } from './registry.js';
-import { JobRunner, exitCodeOf } from './runner.js';
+import { JobRunner, LOCK_CONNECTIONS, exitCodeOf } from './runner.js';
 
 export const JOB_FLAGS = ['--scheduled-time <ISO-8601>', '--force'] as const;
 
@@ -91,7 +91,8 @@ export async function runJobCommand(name: string, args: string[], config: Config
 
   const logger = createLogger(config.LOG_LEVEL, { mode: 'job', job: name });
   const shutdown = new ShutdownCoordinator({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS, logger }).install();
-  const pool = createPool(config.database, { role: `job:${name}`, max: config.DB_POOL_MAX, logger });
+  // The two lock connections come on top: with DB_POOL_MAX=2 they would leave the handler none.
+  const pool = createPool(config.database, { role: `job:${name}`, max: config.DB_POOL_MAX + LOCK_CONNECTIONS, logger });
   const runner = new JobRunner({
     job,
     handler: HANDLERS[name as JobName],

@@ -30,6 +30,8 @@ import { Progress, ProgressLine, formatProgress } from './progress.js';
 import type { AnyJobHandler } from './registry.js';
 import { runLocation, type RunLocation } from './where.js';
 
+/** Connections the runner keeps checked out for a whole run: the run lock's and the job lock's. */
+export const LOCK_CONNECTIONS = 2;
 /** A `running` row whose heartbeat is older than this many intervals, and whose lock is free, is abandoned. */
 export const STALE_AFTER_HEARTBEATS = 3;
 /** The longest backoff between two attempts. */

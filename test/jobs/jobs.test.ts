@@ -170,3 +170,19 @@ describe('a database whose TimeZone is not UTC', () => {
     );
   });
 });
+
+describe('the smallest pool', () => {
+  let small: TestDatabase;
+  beforeAll(async () => {
+    small = await createTestDatabase();
+    await seed(small, 20);
+  });
+  afterAll(() => small.drop());
+
+  it('DB_POOL_MAX=2 still leaves the handler its connections: the two lock connections come on top', async () => {
+    const r = await runJob(small, ['billing-run', '--scheduled-time', NIGHTLY_TIME], { DB_POOL_MAX: '2' });
+    expect(r.code).toBe(0);
+    await expectOneInvoicePerActiveAccount(small);
+    await expectNothingLeft(small);
+  });
+});
