@@ -448,6 +448,8 @@ export class JobRunner {
       return { kind: 'succeeded', summary };
     } catch (err) {
       if (signal.aborted) return { kind: 'stopped', stop: stopOf(signal) };
+      // A checkpoint failed because the run lock's connection broke: without the lock no retry may run.
+      if (!(await this.locks[0]!.verify())) return { kind: 'stopped', stop: new Stop('lock-lost', `lost the run's lock: ${errorText(err)}`) };
       return { kind: 'error', error: errorText(err) };
     } finally {
       open = false;

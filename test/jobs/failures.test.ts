@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from '../../lib/metrics.js';
 import { lockKey } from '../../app/lock.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { NIGHTLY_TIME, emfLines, expectNothingLeft, expectOneInvoicePerActiveAccount, jobRuns, msgs, runJob, seed } from '../helpers/jobs.js';
+import { NIGHTLY_TIME, emfLines, expectNothingLeft, expectOneInvoicePerActiveAccount, jobRuns, msgs, runJob, seed, startJob } from '../helpers/jobs.js';
 import { snsEnv, startFakeSns, type FakeSns } from '../helpers/sns.js';
 
 let db: TestDatabase;
@@ -108,6 +108,33 @@ describe('retries', () => {
     expect(emfLines(r.logs).filter((l) => l[JOB_METRICS.succeeded] === 1)).toHaveLength(1);
     expect(emfLines(r.logs).filter((l) => l[JOB_METRICS.failed] !== undefined)).toHaveLength(0);
     await expectNothingLeft(db);
+  });
+});
+
+describe('the run lock\'s connection dropped mid-run', () => {
+  it('ends the run without a retry (the lock is gone), records `failed` through the pool, alerts once, exits 1; a rerun finishes the day', async () => {
+    await reset();
+    const job = startJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], { JOB_BATCH_SIZE: '2', ...snsEnv(sns) });
+    await job.waitForLog((l) => typeof l.Processed === 'number' && l.Processed > 0);
+    // The server drops the lock connections (a failover, a network cut): the locks go with them.
+    const killed = await db.query<{ ok: boolean }>(
+      `SELECT pg_terminate_backend(pid) AS ok FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+    );
+    expect(killed).toEqual([{ ok: true }, { ok: true }]);
+    const { code } = await job.exited;
+    expect(code).toBe(1);
+    const [row] = await jobRuns(db);
+    expect(row).toMatchObject({ status: 'failed', attempt: 1, error: expect.stringMatching(/^lost the run's lock: /) });
+    expect(job.logs.some((l) => typeof l.retryInMs === 'number')).toBe(false);
+    expect(row!.checkpoint).not.toBeNull();
+    expect(sns.messages).toHaveLength(1);
+    expect(sns.messages[0]!.message).toContain("Error:          lost the run's lock");
+    await expectNothingLeft(db);
+
+    const rerun = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME]);
+    expect(rerun.code).toBe(0);
+    expect(rerun.logs.find((l) => l.msg.startsWith('resuming from the checkpoint'))?.msg).toBe('resuming from the checkpoint of attempt 1 (failed)');
+    await expectOneInvoicePerActiveAccount(db);
   });
 });
 
