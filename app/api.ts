@@ -159,7 +159,7 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
     const { rows } = await pool.query(
       `SELECT ${USAGE_COLUMNS} FROM usage
        WHERE account_id = $1 AND id > $2 AND occurred_at >= coalesce($3::timestamptz, '-infinity') AND occurred_at < coalesce($4::timestamptz, 'infinity')
-       ORDER BY id LIMIT $5`,
+       ORDER BY usage.id LIMIT $5`,
       [accountId, q.after ?? '0', q.from ?? null, q.to ?? null, q.limit],
     );
     res.json({ items: rows, next: rows.length === q.limit ? rows.at(-1).id : null });
@@ -189,7 +189,7 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
     const q = parse(page, req.query, 'query');
     await requireAccount(accountId);
     const { rows } = await pool.query(
-      `SELECT ${INVOICE_COLUMNS} FROM invoices WHERE account_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+      `SELECT ${INVOICE_COLUMNS} FROM invoices WHERE account_id = $1 AND id > $2 ORDER BY invoices.id LIMIT $3`,
       [accountId, q.after ?? '0', q.limit],
     );
     res.json({ items: rows, next: rows.length === q.limit ? rows.at(-1).id : null });

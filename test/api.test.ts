@@ -172,6 +172,20 @@ describe('usage and invoices', () => {
     expect(list.body.items.map((u: { quantity: number }) => u.quantity)).toEqual([7, 5]);
   });
 
+  it('pages through usage in id order past id 9, missing none', async () => {
+    const rows = await db.query<{ id: string }>(`INSERT INTO accounts (name, email) VALUES ('Pager', 'pager@example.com') RETURNING id::text`);
+    const pager = rows[0]!.id;
+    for (let i = 0; i < 12; i++) await call('POST', `/accounts/${pager}/usage`, { metric: 'api_calls', quantity: i });
+    const seen: number[] = [];
+    let after: string | null = null;
+    do {
+      const page = await call('GET', `/accounts/${pager}/usage?limit=5${after ? `&after=${after}` : ''}`);
+      seen.push(...page.body.items.map((u: { quantity: number }) => u.quantity));
+      after = page.body.next;
+    } while (after);
+    expect(seen).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+  });
+
   it('rejects usage with a bad metric or a negative quantity, naming the fields', async () => {
     const r = await call('POST', `/accounts/${accountId}/usage`, { metric: 'API Calls', quantity: -1 });
     expect(r.status).toBe(400);
