@@ -49,18 +49,19 @@ const postgresUrl = z
 
 const optional = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (v === '' ? undefined : v), schema.optional());
 
-const FAULT = /^(fail-attempts)=(\d+|all)$|^(timeout-ms)=(\d+)$/;
+const FAULT = /^(fail-attempts)=(\d+|all)$|^(timeout-ms)=(\d+)$|^(crash)=(exception|rejection)$/;
 const jobFaults = z
   .string()
   .trim()
   .refine((v) => v.split(',').every((part) => FAULT.test(part.trim())), {
-    message: 'accepts comma-separated fail-attempts=<n|all> and timeout-ms=<n>',
+    message: 'accepts comma-separated fail-attempts=<n|all>, timeout-ms=<n> and crash=<exception|rejection>',
   })
   .transform((v): JobFaults => {
-    const faults: { failAttempts?: number; timeoutMs?: number } = {};
+    const faults: { failAttempts?: number; timeoutMs?: number; crash?: 'exception' | 'rejection' } = {};
     for (const part of v.split(',')) {
       const [key, value] = part.trim().split('=') as [string, string];
       if (key === 'fail-attempts') faults.failAttempts = value === 'all' ? Infinity : Number(value);
+      else if (key === 'crash') faults.crash = value as 'exception' | 'rejection';
       else faults.timeoutMs = Number(value);
     }
     return faults;
@@ -133,6 +134,8 @@ export interface JobFaults {
   readonly failAttempts?: number;
   /** Replaces the job's timeout from the jobs table. */
   readonly timeoutMs?: number;
+  /** Crashes the process (an uncaught exception or an unhandled rejection) as the first attempt starts. */
+  readonly crash?: 'exception' | 'rejection';
 }
 
 /** Every variable the container reads; the README's configuration table must name each one (a test checks). */

@@ -14,6 +14,7 @@ import { createPool } from '../db.js';
 import { UsageError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { ShutdownCoordinator, poolStep } from '../shutdown.js';
+import { EXIT } from '../errors.js';
 import { HANDLERS } from './registry.js';
 import { JobRunner, LOCK_CONNECTIONS, exitCodeOf } from './runner.js';
 
@@ -113,7 +114,9 @@ export async function runJobCommand(name: string, args: string[], config: Config
     .add({
       name: 'job',
       run: async () => {
-        shutdown.exitCode = exitCodeOf(await outcome);
+        const code = exitCodeOf(await outcome);
+        // A crash (exit code already 1) stays a failure even though the run is recorded "interrupted".
+        if (shutdown.exitCode !== EXIT.failure) shutdown.exitCode = code;
       },
       pending: () => runner.pending(),
       force: () => runner.forceRelease(),

@@ -440,6 +440,15 @@ export class JobRunner {
     this.metrics.emit({ heartbeat: 1, processed: 0 }, {}, 'heartbeat: started');
 
     try {
+      const crash = this.o.faults?.crash;
+      if (crash && index === 1) {
+        // Outside any promise chain of the runner, as a bug in a library callback would be.
+        setImmediate(() => {
+          const err = new Error(`injected crash (JOB_FAULT_INJECTION crash=${crash})`);
+          if (crash === 'exception') throw err;
+          void Promise.reject(err);
+        });
+      }
       const failAttempts = this.o.faults?.failAttempts ?? 0;
       if (index <= failAttempts) {
         throw new Error(`injected failure (JOB_FAULT_INJECTION fail-attempts=${Number.isFinite(failAttempts) ? failAttempts : 'all'}): attempt ${index} fails on purpose`);

@@ -81,6 +81,26 @@ describe('a timeout before the first attempt', () => {
   });
 });
 
+describe.each(['exception', 'rejection'] as const)('an unhandled %s during a run', (kind) => {
+  it('logs a fatal line, records the run `interrupted`, leaves nothing behind and exits 1', async () => {
+    await reset();
+    const r = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], {
+      JOB_FAULT_INJECTION: `crash=${kind}`,
+      JOB_BATCH_SIZE: '2',
+      ...snsEnv(sns),
+    });
+    expect(r.code).toBe(1);
+    const fatal = r.logs.find((l) => l.level === 'fatal');
+    expect(fatal?.msg).toContain(`${kind === 'exception' ? 'uncaughtException' : 'unhandledRejection'}: injected crash`);
+    const rows = await jobRuns(db);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.status).toBe('interrupted');
+    // Exit 1 makes the crash rule alert through ECS; the runner itself sends no failure alert.
+    expect(sns.messages).toHaveLength(0);
+    await expectNothingLeft(db);
+  });
+});
+
 describe('retries', () => {
   it('retry a failed attempt in-process, with each attempt recorded, and succeed without an alert', async () => {
     await reset();
