@@ -76,6 +76,6 @@ describe('bad input', () => {
     expect(r.stderr).toContain('JOB_FAULT_INJECTION="fail-attempts=all": makes jobs fail on purpose, so it is refused unless NODE_ENV=test');
     const typo = await run(['data-cleanup'], { ...NO_DB, NODE_ENV: 'test', JOB_FAULT_INJECTION: 'fail=1' });
     expect(typo.code).toBe(2);
-    expect(typo.stderr).toContain('JOB_FAULT_INJECTION="fail=1": accepts comma-separated fail-attempts=<n|all> and timeout-ms=<n>');
+    expect(typo.stderr).toContain('JOB_FAULT_INJECTION="fail=1": accepts comma-separated fail-attempts=<n|all>, timeout-ms=<n> and crash=<exception|rejection>');
   });
 });
