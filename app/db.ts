@@ -25,9 +25,8 @@ export function createPool(settings: DatabaseSettings, { role, max, logger }: Po
     max,
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
-    // A connection the server dropped is reported here instead of crashing the process.
-    allowExitOnIdle: false,
   });
+  // An idle connection the server dropped is reported here instead of crashing the process.
   pool.on('error', (err) => logger.warn({ err: err.message }, 'idle database connection failed; the pool replaces it'));
   return pool;
 }

@@ -25,7 +25,6 @@ export type ErrorCode =
   | 'UNSUPPORTED_MEDIA_TYPE'
   | 'NOT_FOUND'
   | 'CONFLICT'
-  | 'DRAINING'
   | 'INTERNAL';
 
 /** An error whose message is safe to show a user as it is; anything else is logged and hidden. */

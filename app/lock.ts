@@ -138,22 +138,3 @@ export class AdvisoryLock {
     this.logger?.warn({ lock: this.name, err: err.message }, 'connection holding an advisory lock failed; the lock is gone');
   };
 }
-
-/**
- * Runs `fn` while holding the named lock, releasing it however `fn` ends.
- * Returns `{ acquired: false }` at once when another session holds it.
- */
-export async function withAdvisoryLock<T>(
-  pool: Pool,
-  name: string,
-  fn: (lock: AdvisoryLock) => Promise<T>,
-  logger?: Logger,
-): Promise<{ acquired: true; value: T } | { acquired: false }> {
-  const lock = new AdvisoryLock(pool, name, logger);
-  if (!(await lock.tryAcquire())) return { acquired: false };
-  try {
-    return { acquired: true, value: await fn(lock) };
-  } finally {
-    await lock.release();
-  }
-}

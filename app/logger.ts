@@ -9,10 +9,8 @@ export type { Logger };
 
 const destination = pino.destination({ dest: 1, sync: false });
 
-let root: Logger | undefined;
-
 export function createLogger(level: string, base: Record<string, unknown> = {}): Logger {
-  root = pino(
+  return pino(
     {
       level,
       base: { service: 'ecs-saas-backend', ...base },
@@ -21,7 +19,6 @@ export function createLogger(level: string, base: Record<string, unknown> = {}):
     },
     destination,
   );
-  return root;
 }
 
 /** Writes every buffered line to stdout, synchronously; safe to call more than once. */
