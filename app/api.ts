@@ -6,6 +6,7 @@
  * unknown route 404; anything unexpected 500 with no stack (the stack goes to the log).
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { billAccounts, dayPeriod } from './billing.js';
@@ -92,6 +93,24 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
       logger.warn({ err: (err as Error).message }, 'readiness check: database unavailable');
       res.status(503).json({ status: 'database unavailable' });
     }
+  });
+
+  // Every request past the health checks gets an id: the caller's X-Request-Id, else the ALB's
+  // X-Amzn-Trace-Id, else a new one. It is echoed back and carried by the access log line,
+  // written when the response ends. Health checks (every few seconds from the load balancer)
+  // are answered above, before this: no id, no log line, no cost.
+  app.use((req, res, next) => {
+    const id = headerValue(req.headers['x-request-id']) ?? headerValue(req.headers['x-amzn-trace-id']) ?? randomUUID();
+    res.setHeader('X-Request-Id', id);
+    res.locals.requestId = id;
+    const t0 = performance.now();
+    res.once('close', () => {
+      logger.info(
+        { requestId: id, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(performance.now() - t0), completed: res.writableFinished },
+        'request',
+      );
+    });
+    next();
   });
 
   if (config.ENABLE_DEBUG_ROUTES) {
@@ -227,7 +246,7 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const e = toUserError(err);
     if (e.status >= 500) {
-      logger.error({ err: (err as Error)?.message, stack: (err as Error)?.stack, method: req.method, path: req.path }, 'request failed');
+      logger.error({ requestId: res.locals.requestId, err: (err as Error)?.message, stack: (err as Error)?.stack, method: req.method, path: req.path }, 'request failed');
     }
     if (res.headersSent) {
       res.destroy();
@@ -242,6 +261,11 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   }
 
   return app;
+}
+
+/** A header's value when it is one short, printable string; anything else is ignored. */
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return typeof value === 'string' && /^[\x21-\x7e]{1,200}$/.test(value) ? value : undefined;
 }
 
 function found<T>(row: T | undefined, what: string, key: string): T {

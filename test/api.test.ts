@@ -223,6 +223,18 @@ describe('usage and invoices', () => {
   });
 });
 
+describe('request ids', () => {
+  it("echoes the caller's X-Request-Id, else the ALB's trace id, else a new one", async () => {
+    expect((await call('GET', '/nope', undefined, { 'x-request-id': 'req-123' })).headers.get('x-request-id')).toBe('req-123');
+    const trace = 'Root=1-67891233-abcdef012345678912345678';
+    expect((await call('GET', '/accounts', undefined, { 'x-amzn-trace-id': trace })).headers.get('x-request-id')).toBe(trace);
+    const fresh = (await call('GET', '/accounts')).headers.get('x-request-id');
+    expect(fresh).toMatch(/^[0-9a-f-]{36}$/);
+    expect((await call('GET', '/accounts')).headers.get('x-request-id')).not.toBe(fresh);
+    expect((await call('GET', '/healthz')).headers.get('x-request-id')).toBeNull();
+  });
+});
+
 describe('routing and unexpected errors', () => {
   it('answers 404 for an unknown route', async () => {
     expect(await call('GET', '/nope')).toMatchObject({ status: 404, body: { error: { code: 'NOT_FOUND', message: 'No route for GET /nope' } } });

@@ -69,6 +69,22 @@ describe('a background worker on two replicas', () => {
   });
 });
 
+describe('the access log', () => {
+  it('logs each request with its id, status and duration, but not the health checks', async () => {
+    const server = await startServer({ DATABASE_URL: db.url, ENABLE_WORKERS: 'false' });
+    await fetch(`${server.url}/healthz`);
+    await fetch(`${server.url}/readyz`);
+    const reply = await fetch(`${server.url}/accounts/999999`, { headers: { 'x-request-id': 'trace-me' } });
+    expect(reply.status).toBe(404);
+    const line = await server.waitForLog((l) => l.msg === 'request');
+    expect(line).toMatchObject({ requestId: 'trace-me', method: 'GET', path: '/accounts/999999', status: 404, completed: true });
+    expect(typeof line.ms).toBe('number');
+    server.kill('SIGTERM');
+    expect((await server.exited).code).toBe(0);
+    expect(server.logs.filter((l) => l.msg === 'request')).toHaveLength(1);
+  });
+});
+
 describe('the in-process worker', () => {
   it('refreshes the usage summary that GET /accounts/:id shows', async () => {
     const server = await startServer({ DATABASE_URL: db.url, USAGE_SUMMARY_REFRESH_MS: '200' });
