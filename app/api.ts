@@ -4,21 +4,28 @@
  * Errors answer `{ "error": { "code", "message", "details"? } }` with a code from
  * app/errors.ts. Invalid JSON and failed validation answer 400 and name the field; an
  * unknown route 404; anything unexpected 500 with no stack (the stack goes to the log).
+ *
+ * Every route past the health and debug ones needs `Authorization: Bearer <key>`
+ * (app/auth.ts) and runs its SQL through `withIdentity` (app/tenancy.ts), so Postgres's
+ * row-level policies, not the handlers' WHERE clauses, decide which rows a caller can reach:
+ * another tenant's row is simply not there, and answers the same 404 as a missing one.
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { billAccounts, dayPeriod } from './billing.js';
+import { authenticate, identityOf, newApiKey, requireOperator } from './auth.js';
+import { billAccounts, dayPeriod, MAX_UNIT_PRICE_CENTS, MAX_USAGE_QUANTITY } from './billing.js';
 import type { Config } from './config.js';
 import type { Pool } from './db.js';
 import { UserError } from './errors.js';
 import type { Logger } from './logger.js';
+import { withIdentity, type Queryable } from './tenancy.js';
 
 export interface ApiDeps {
   readonly pool: Pool;
   readonly logger: Logger;
-  readonly config: Pick<Config, 'BODY_LIMIT_BYTES' | 'ENABLE_DEBUG_ROUTES'>;
+  readonly config: Pick<Config, 'BODY_LIMIT_BYTES' | 'ENABLE_DEBUG_ROUTES' | 'ADMIN_API_KEY'>;
   /** True once shutdown has begun: /readyz answers 503 from then on. */
   readonly isDraining: () => boolean;
 }
@@ -27,36 +34,52 @@ export interface ApiDeps {
 const READY_DB_TIMEOUT_MS = 2_000;
 const MAX_PAGE = 100;
 const MAX_DEBUG_SLEEP_MS = 600_000;
+/** One year: browsers then keep to HTTPS between visits. */
+const HSTS_MAX_AGE_SECONDS = 31_536_000;
 
 const id = z.string().regex(/^[1-9]\d{0,17}$/, { message: 'must be a positive whole number' });
+/**
+ * Years before 1970 are refused: nothing was metered then, and JavaScript's Date.UTC reads
+ * years 0-99 as 1900-1999, which would move such a date silently. Postgres has no year 0.
+ */
+const MIN_YEAR = 1970;
+const plausibleYear = (v: string) => Number(v.slice(0, 4)) >= MIN_YEAR;
+const yearMessage = { message: `must be in ${MIN_YEAR} or later` };
+const timestamp = z.iso.datetime({ offset: true }).refine(plausibleYear, yearMessage);
 const page = z.object({
   limit: z.coerce.number().int().min(1).max(MAX_PAGE).default(20),
   after: id.optional(),
 });
-const isoDay = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, { message: 'must be a date YYYY-MM-DD' }).refine((v) => !Number.isNaN(Date.parse(`${v}T00:00:00Z`)) && new Date(`${v}T00:00:00Z`).toISOString().startsWith(v), { message: 'must be a real calendar date' });
+const isoDay = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, { message: 'must be a date YYYY-MM-DD' }).refine((v) => !Number.isNaN(Date.parse(`${v}T00:00:00Z`)) && new Date(`${v}T00:00:00Z`).toISOString().startsWith(v), { message: 'must be a real calendar date' }).refine(plausibleYear, yearMessage);
 
 const newAccount = z.strictObject({
   name: z.string().trim().min(1).max(200),
   email: z.email().max(320),
   plan: z.enum(['free', 'standard', 'enterprise']).default('standard'),
-  unitPriceCents: z.number().int().min(0).max(1_000_000).default(1),
+  unitPriceCents: z.number().int().min(0).max(MAX_UNIT_PRICE_CENTS).default(1),
 });
 const newUsage = z.strictObject({
   metric: z.string().regex(/^[a-z][a-z0-9_.]{0,63}$/, { message: 'must be lower-case letters, digits, "_" or ".", starting with a letter' }),
-  quantity: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
-  occurredAt: z.iso.datetime({ offset: true }).optional(),
+  quantity: z.number().int().min(0).max(MAX_USAGE_QUANTITY),
+  occurredAt: timestamp.optional(),
   idempotencyKey: z.string().min(1).max(200).optional(),
 });
 const newInvoice = z.strictObject({ periodStart: isoDay });
 const accountPath = z.object({ id });
+const keyPath = z.object({ id, keyId: id });
 const sleepQuery = z.object({ ms: z.coerce.number().int().min(0).max(MAX_DEBUG_SLEEP_MS) });
 const crashQuery = z.object({ kind: z.enum(['exception', 'rejection']) });
-const usageQuery = page.extend({ from: z.iso.datetime({ offset: true }).optional(), to: z.iso.datetime({ offset: true }).optional() });
+const usageQuery = page.extend({ from: timestamp.optional(), to: timestamp.optional() });
 
 /** Parses `input` with `schema`, or throws a 400 naming every bad field. */
 function parse<T extends z.ZodType>(schema: T, input: unknown, where: 'body' | 'query' | 'path'): z.infer<T> {
   if (where === 'body' && (input === undefined || input === null || typeof input !== 'object' || Array.isArray(input))) {
     throw new UserError('VALIDATION_FAILED', 'Request body must be a JSON object', 400);
+  }
+  const nul = nulAt(input, []);
+  if (nul !== undefined) {
+    const field = nul.length ? nul.join('.') : where;
+    throw new UserError('VALIDATION_FAILED', `Invalid ${where}: ${field}: must not contain a NUL character`, 400, { fields: [{ field, message: 'must not contain a NUL character' }] });
   }
   const result = schema.safeParse(input);
   if (result.success) return result.data;
@@ -68,14 +91,34 @@ function parse<T extends z.ZodType>(schema: T, input: unknown, where: 'body' | '
   throw new UserError('VALIDATION_FAILED', `Invalid ${where}: ${summary}`, 400, { fields });
 }
 
+/** The path to the first string (or key) holding U+0000, which Postgres text cannot store. */
+function nulAt(value: unknown, path: (string | number)[]): (string | number)[] | undefined {
+  if (typeof value === 'string') return value.includes('\0') ? path : undefined;
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const [k, v] of Object.entries(value)) {
+    if (k.includes('\0')) return [...path, k];
+    const found = nulAt(v, [...path, k]);
+    if (found) return found;
+  }
+  return undefined;
+}
+
 const ACCOUNT_COLUMNS = `a.id::text AS id, a.name, a.email, a.plan, a.status, a.unit_price_cents AS "unitPriceCents", a.created_at AS "createdAt"`;
 const USAGE_COLUMNS = `id::text AS id, account_id::text AS "accountId", metric, quantity::float8 AS quantity, occurred_at AS "occurredAt", idempotency_key AS "idempotencyKey"`;
+const KEY_COLUMNS = `id::text AS id, account_id::text AS "accountId", prefix, created_at AS "createdAt", revoked_at AS "revokedAt"`;
 const INVOICE_COLUMNS = `id::text AS id, account_id::text AS "accountId", to_char(period_start, 'YYYY-MM-DD') AS "periodStart", to_char(period_end, 'YYYY-MM-DD') AS "periodEnd", quantity::float8 AS quantity, amount_cents::float8 AS "amountCents", currency, created_at AS "createdAt"`;
 
 export function createApi({ pool, logger, config, isDraining }: ApiDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+
+  app.use((req, res, next) => {
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    // The ALB terminates TLS and says so in X-Forwarded-Proto; over plain HTTP the header means nothing.
+    if (req.headers['x-forwarded-proto'] === 'https') res.setHeader('Strict-Transport-Security', `max-age=${HSTS_MAX_AGE_SECONDS}`);
+    next();
+  });
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -102,6 +145,8 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   app.use((req, res, next) => {
     const id = headerValue(req.headers['x-request-id']) ?? headerValue(req.headers['x-amzn-trace-id']) ?? randomUUID();
     res.setHeader('X-Request-Id', id);
+    // Everything from here on may carry personal data (emails, usage, invoices, keys).
+    res.setHeader('Cache-Control', 'no-store');
     res.locals.requestId = id;
     const t0 = performance.now();
     res.once('close', () => {
@@ -131,6 +176,11 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
     });
   }
 
+  app.use(authenticate(pool, config.ADMIN_API_KEY));
+
+  /** Runs `fn`'s SQL as the caller, in one transaction. */
+  const asCaller = <T>(res: Response, fn: (db: Queryable) => Promise<T>) => withIdentity(pool, identityOf(res), fn);
+
   // Only the routes that take a body parse one; GETs skip the parser altogether.
   const parseJson = express.json({ limit: config.BODY_LIMIT_BYTES, strict: true });
   const requireJson: express.RequestHandler = (req, res, next) => {
@@ -140,21 +190,24 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
     parseJson(req, res, next);
   };
 
+  // The operator pages through every account; an account sees itself only.
   app.get('/accounts', async (req, res) => {
     const q = parse(page, req.query, 'query');
-    const { rows } = await pool.query(
-      `SELECT ${ACCOUNT_COLUMNS} FROM accounts a WHERE a.id > $1 ORDER BY a.id LIMIT $2`,
-      [q.after ?? '0', q.limit],
+    const { rows } = await asCaller(res, (db) =>
+      db.query(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a WHERE a.id > $1 ORDER BY a.id LIMIT $2`, [q.after ?? '0', q.limit]),
     );
     res.json({ items: rows, next: rows.length === q.limit ? rows.at(-1).id : null });
   });
 
   app.post('/accounts', requireJson, async (req, res) => {
+    requireOperator(res, 'create accounts');
     const body = parse(newAccount, req.body, 'body');
-    const { rows } = await pool.query(
-      `INSERT INTO accounts AS a (name, email, plan, unit_price_cents) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (lower(email)) DO NOTHING RETURNING ${ACCOUNT_COLUMNS}`,
-      [body.name, body.email, body.plan, body.unitPriceCents],
+    const { rows } = await asCaller(res, (db) =>
+      db.query(
+        `INSERT INTO accounts AS a (name, email, plan, unit_price_cents) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (lower(email)) DO NOTHING RETURNING ${ACCOUNT_COLUMNS}`,
+        [body.name, body.email, body.plan, body.unitPriceCents],
+      ),
     );
     if (rows.length === 0) throw new UserError('CONFLICT', `An account with email ${body.email} already exists`, 409, { field: 'email' });
     res.status(201).location(`/accounts/${rows[0].id}`).json(rows[0]);
@@ -162,11 +215,13 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
 
   app.get('/accounts/:id', async (req, res) => {
     const { id: accountId } = parse(accountPath, req.params, 'path');
-    const { rows } = await pool.query(
-      `SELECT ${ACCOUNT_COLUMNS},
-              json_build_object('quantity', coalesce(s.quantity, 0)::float8, 'lastUsageAt', s.last_usage_at, 'refreshedAt', s.refreshed_at) AS "usage30d"
-       FROM accounts a LEFT JOIN account_usage_30d s ON s.account_id = a.id WHERE a.id = $1`,
-      [accountId],
+    const { rows } = await asCaller(res, (db) =>
+      db.query(
+        `SELECT ${ACCOUNT_COLUMNS},
+                json_build_object('quantity', coalesce(s.quantity, 0)::float8, 'lastUsageAt', s.last_usage_at, 'refreshedAt', s.refreshed_at) AS "usage30d"
+         FROM accounts a LEFT JOIN tenant_account_usage_30d s ON s.account_id = a.id WHERE a.id = $1`,
+        [accountId],
+      ),
     );
     res.json(found(rows[0], 'account', accountId));
   });
@@ -174,69 +229,130 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   app.get('/accounts/:id/usage', async (req, res) => {
     const { id: accountId } = parse(accountPath, req.params, 'path');
     const q = parse(usageQuery, req.query, 'query');
-    await requireAccount(accountId);
-    const { rows } = await pool.query(
-      `SELECT ${USAGE_COLUMNS} FROM usage
-       WHERE account_id = $1 AND id > $2 AND occurred_at >= coalesce($3::timestamptz, '-infinity') AND occurred_at < coalesce($4::timestamptz, 'infinity')
-       ORDER BY usage.id LIMIT $5`,
-      [accountId, q.after ?? '0', q.from ?? null, q.to ?? null, q.limit],
-    );
+    const rows = await asCaller(res, async (db) => {
+      await requireAccount(db, accountId);
+      const result = await db.query(
+        `SELECT ${USAGE_COLUMNS} FROM usage
+         WHERE account_id = $1 AND id > $2 AND occurred_at >= coalesce($3::timestamptz, '-infinity') AND occurred_at < coalesce($4::timestamptz, 'infinity')
+         ORDER BY usage.id LIMIT $5`,
+        [accountId, q.after ?? '0', q.from ?? null, q.to ?? null, q.limit],
+      );
+      return result.rows;
+    });
     res.json({ items: rows, next: rows.length === q.limit ? rows.at(-1).id : null });
   });
 
+  // Usage for a UTC day that already has the account's invoice is refused with 409: that
+  // invoice is final, and the usage would otherwise be stored and never billed. A retry with
+  // the same idempotency key answers the original row (200) when the payload is the same,
+  // and 422 when it differs (Stripe's rule).
   app.post('/accounts/:id/usage', requireJson, async (req, res) => {
     const { id: accountId } = parse(accountPath, req.params, 'path');
     const body = parse(newUsage, req.body, 'body');
-    await requireAccount(accountId);
-    const inserted = await pool.query(
-      `INSERT INTO usage (account_id, metric, quantity, occurred_at, idempotency_key)
-       VALUES ($1, $2, $3, coalesce($4::timestamptz, now()), $5)
-       ON CONFLICT (account_id, idempotency_key) DO NOTHING RETURNING ${USAGE_COLUMNS}`,
-      [accountId, body.metric, body.quantity, body.occurredAt ?? null, body.idempotencyKey ?? null],
-    );
-    if (inserted.rows.length > 0) {
-      res.status(201).json(inserted.rows[0]);
-      return;
-    }
-    // The same idempotency key was reported before: answer with the original row.
-    const { rows } = await pool.query(`SELECT ${USAGE_COLUMNS} FROM usage WHERE account_id = $1 AND idempotency_key = $2`, [accountId, body.idempotencyKey]);
-    res.status(200).json(rows[0]);
+    const { status, row } = await asCaller(res, async (db) => {
+      // FOR SHARE: billing locks the account before it sums the day (app/billing.ts), so this
+      // report either commits before that sum or sees the invoice below.
+      await requireAccount(db, accountId, 'FOR SHARE');
+      const inserted = await db.query(
+        `INSERT INTO usage (account_id, metric, quantity, occurred_at, idempotency_key)
+         SELECT $1, $2, $3, at, $5 FROM (SELECT coalesce($4::timestamptz, now()) AS at) t
+         WHERE NOT EXISTS (SELECT 1 FROM invoices i WHERE i.account_id = $1 AND i.period_start = (t.at AT TIME ZONE 'UTC')::date)
+         ON CONFLICT (account_id, idempotency_key) DO NOTHING RETURNING ${USAGE_COLUMNS}`,
+        [accountId, body.metric, body.quantity, body.occurredAt ?? null, body.idempotencyKey ?? null],
+      );
+      if (inserted.rows.length > 0) return { status: 201, row: inserted.rows[0] };
+      if (body.idempotencyKey !== undefined) {
+        const { rows } = await db.query(
+          `SELECT ${USAGE_COLUMNS}, (metric = $3 AND quantity = $4 AND ($5::timestamptz IS NULL OR occurred_at = $5::timestamptz)) AS same
+           FROM usage WHERE account_id = $1 AND idempotency_key = $2`,
+          [accountId, body.idempotencyKey, body.metric, body.quantity, body.occurredAt ?? null],
+        );
+        if (rows[0]) {
+          const { same, ...original } = rows[0];
+          if (!same) {
+            throw new UserError('IDEMPOTENCY_KEY_REUSED', `Idempotency key ${JSON.stringify(body.idempotencyKey)} was already used with a different payload (usage ${original.id})`, 422);
+          }
+          return { status: 200, row: original };
+        }
+      }
+      const day = (body.occurredAt ? new Date(body.occurredAt) : new Date()).toISOString().slice(0, 10);
+      throw new UserError('CONFLICT', `Account ${accountId} is already invoiced for ${day} (UTC); usage for an invoiced day is refused`, 409, { field: 'occurredAt' });
+    });
+    res.status(status).json(row);
   });
 
   app.get('/accounts/:id/invoices', async (req, res) => {
     const { id: accountId } = parse(accountPath, req.params, 'path');
     const q = parse(page, req.query, 'query');
-    await requireAccount(accountId);
-    const { rows } = await pool.query(
-      `SELECT ${INVOICE_COLUMNS} FROM invoices WHERE account_id = $1 AND id > $2 ORDER BY invoices.id LIMIT $3`,
-      [accountId, q.after ?? '0', q.limit],
-    );
+    const rows = await asCaller(res, async (db) => {
+      await requireAccount(db, accountId);
+      const result = await db.query(
+        `SELECT ${INVOICE_COLUMNS} FROM invoices WHERE account_id = $1 AND id > $2 ORDER BY invoices.id LIMIT $3`,
+        [accountId, q.after ?? '0', q.limit],
+      );
+      return result.rows;
+    });
     res.json({ items: rows, next: rows.length === q.limit ? rows.at(-1).id : null });
   });
 
   // Bills one account for one day now, by the same rule as billing-run: a second call, or the
-  // nightly run afterwards, finds the invoice and leaves it as it is.
+  // nightly run afterwards, finds the invoice and leaves it as it is. The operator's only.
   app.post('/accounts/:id/invoices', requireJson, async (req, res) => {
+    requireOperator(res, 'bill accounts');
     const { id: accountId } = parse(accountPath, req.params, 'path');
     const body = parse(newInvoice, req.body, 'body');
     const period = dayPeriod(new Date(`${body.periodStart}T00:00:00Z`));
     if (period.end > new Date().toISOString().slice(0, 10)) {
       throw new UserError('VALIDATION_FAILED', `Invalid body: periodStart ${body.periodStart} has not ended yet; only past days can be billed`, 400, { fields: [{ field: 'periodStart', message: 'must be a day that has ended (UTC)' }] });
     }
-    const account = await requireAccount(accountId);
-    if (account.status !== 'active') {
-      throw new UserError('CONFLICT', `Account ${accountId} is ${account.status}; only active accounts are billed`, 409);
-    }
-    const result = await billAccounts(pool, period, { accountId });
-    const { rows } = await pool.query(`SELECT ${INVOICE_COLUMNS} FROM invoices WHERE account_id = $1 AND period_start = $2`, [accountId, period.start]);
-    const invoice = found(rows[0], 'invoice for account', `${accountId} on ${period.start} (the account was created after that day)`);
-    res.status(result.inserted > 0 ? 201 : 200).json(invoice);
+    const { inserted, invoice } = await asCaller(res, async (db) => {
+      const account = await requireAccount(db, accountId);
+      if (account.status !== 'active') {
+        throw new UserError('CONFLICT', `Account ${accountId} is ${account.status}; only active accounts are billed`, 409);
+      }
+      const result = await billAccounts(db, period, { accountId });
+      const { rows } = await db.query(`SELECT ${INVOICE_COLUMNS} FROM invoices WHERE account_id = $1 AND period_start = $2`, [accountId, period.start]);
+      return { inserted: result.inserted, invoice: rows[0] };
+    });
+    res.status(inserted > 0 ? 201 : 200).json(found(invoice, 'invoice for account', `${accountId} on ${period.start} (the account was created after that day)`));
   });
 
   app.get('/invoices/:id', async (req, res) => {
     const { id: invoiceId } = parse(accountPath, req.params, 'path');
-    const { rows } = await pool.query(`SELECT ${INVOICE_COLUMNS} FROM invoices WHERE id = $1`, [invoiceId]);
+    const { rows } = await asCaller(res, (db) => db.query(`SELECT ${INVOICE_COLUMNS} FROM invoices WHERE id = $1`, [invoiceId]));
     res.json(found(rows[0], 'invoice', invoiceId));
+  });
+
+  // API keys: the key itself is in the creation's answer only; listings show its prefix.
+  app.post('/accounts/:id/api-keys', async (req, res) => {
+    const { id: accountId } = parse(accountPath, req.params, 'path');
+    const created = newApiKey();
+    const row = await asCaller(res, async (db) => {
+      await requireAccount(db, accountId);
+      const { rows } = await db.query(`INSERT INTO api_keys (account_id, prefix, key_hash) VALUES ($1, $2, $3) RETURNING ${KEY_COLUMNS}`, [accountId, created.prefix, created.hash]);
+      return rows[0];
+    });
+    res.status(201).location(`/accounts/${accountId}/api-keys/${row.id}`).json({ ...row, key: created.key });
+  });
+
+  app.get('/accounts/:id/api-keys', async (req, res) => {
+    const { id: accountId } = parse(accountPath, req.params, 'path');
+    const q = parse(page, req.query, 'query');
+    const rows = await asCaller(res, async (db) => {
+      await requireAccount(db, accountId);
+      const result = await db.query(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1 AND id > $2 ORDER BY api_keys.id LIMIT $3`, [accountId, q.after ?? '0', q.limit]);
+      return result.rows;
+    });
+    res.json({ items: rows, next: rows.length === q.limit ? rows.at(-1).id : null });
+  });
+
+  // Revoking is immediate: authentication looks the key up on every request.
+  app.delete('/accounts/:id/api-keys/:keyId', async (req, res) => {
+    const { id: accountId, keyId } = parse(keyPath, req.params, 'path');
+    const { rows } = await asCaller(res, (db) =>
+      db.query(`UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 AND account_id = $2 RETURNING ${KEY_COLUMNS}`, [keyId, accountId]),
+    );
+    res.json(found(rows[0], 'API key', `${keyId} of account ${accountId}`));
   });
 
   app.use((req: Request) => {
@@ -252,20 +368,28 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
       res.destroy();
       return;
     }
+    if (e.headers) res.set(e.headers);
+    if (e.code === 'BODY_TOO_LARGE') {
+      // The rest of the body is not read: the connection closes after this answer, so a
+      // client streaming gigabytes is cut off at the limit (Node would otherwise read it all
+      // to keep the connection).
+      res.setHeader('Connection', 'close');
+      res.once('finish', () => req.socket.destroySoon());
+    }
     res.status(e.status).json({ error: { code: e.code, message: e.message, ...(e.details === undefined ? {} : { details: e.details }) } });
   });
 
-  async function requireAccount(accountId: string): Promise<{ status: string }> {
-    const { rows } = await pool.query<{ status: string }>('SELECT status FROM accounts WHERE id = $1', [accountId]);
+  async function requireAccount(db: Queryable, accountId: string, lock = ''): Promise<{ status: string }> {
+    const { rows } = await db.query<{ status: string }>(`SELECT status FROM accounts WHERE id = $1 ${lock}`, [accountId]);
     return found(rows[0], 'account', accountId);
   }
 
   return app;
 }
 
-/** A header's value when it is one short, printable string; anything else is ignored. */
+/** A header's value when it is one short, plain token (letters, digits and . _ : ; = -); anything else is ignored. */
 function headerValue(value: string | string[] | undefined): string | undefined {
-  return typeof value === 'string' && /^[\x21-\x7e]{1,200}$/.test(value) ? value : undefined;
+  return typeof value === 'string' && /^[A-Za-z0-9._:;=-]{1,128}$/.test(value) ? value : undefined;
 }
 
 function found<T>(row: T | undefined, what: string, key: string): T {
@@ -281,6 +405,9 @@ function toUserError(err: unknown): UserError {
   if (e?.type === 'entity.too.large') return new UserError('BODY_TOO_LARGE', `Request body is larger than the limit of ${e.limit} bytes`, 413);
   if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') return new UserError('UNSUPPORTED_MEDIA_TYPE', e.message ?? 'Unsupported body encoding', 415);
   if (e?.code === '22003') return new UserError('VALIDATION_FAILED', 'A number in the request is out of range', 400);
+  if (err instanceof URIError) return new UserError('BAD_REQUEST', 'The path has a malformed %-escape', 400);
+  // body-parser's own 4xx: a gzip or br body that does not decode, a request aborted mid-body.
+  if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) return new UserError('BAD_REQUEST', `Request body could not be read: ${e.message}`, e.status);
   return new UserError('INTERNAL', 'Internal server error', 500);
 }
 

@@ -4,7 +4,7 @@
  * `billAccounts`, so there is one pricing rule and one idempotency rule: invoices are unique
  * on (account_id, period_start) and a second attempt inserts nothing.
  */
-import type pg from 'pg';
+import type { Queryable } from './tenancy.js';
 
 export interface BillingPeriod {
   /** First day of the period, `YYYY-MM-DD` (UTC). */
@@ -33,45 +33,58 @@ export interface BillBatch {
   readonly lastAccountId: string | null;
 }
 
+/** Largest quantity one usage event may report; see MAX_UNIT_PRICE_CENTS for why. */
+export const MAX_USAGE_QUANTITY = 1_000_000;
+/**
+ * Largest unit price. One event is then worth at most 10^12 cents, so an account's day fits
+ * the invoice's bigint (9.2 x 10^18) until it passes 9.2 million events at both maxima.
+ * Sums are taken in numeric, which does not overflow; a day past that bound fails its cast to
+ * bigint, and billing-run then skips (and reports) that one account.
+ */
+export const MAX_UNIT_PRICE_CENTS = 1_000_000;
+
 /**
  * Writes the period's invoices for the next `limit` active accounts with id > `afterAccountId`
- * (or for the one account `accountId`), in one statement: usage summed per account, zero
- * usage billed as a zero-amount invoice, existing invoices left untouched.
+ * (or for the one account `accountId`): usage summed per account, zero usage billed as a
+ * zero-amount invoice, existing invoices left untouched. Run it in a transaction (see
+ * app/tenancy.ts): it first locks the batch's accounts, which waits for any usage report
+ * still in flight for them (POST /accounts/:id/usage holds FOR SHARE on its account), so a
+ * report either lands before the sum or sees the invoice and is refused.
  */
 export async function billAccounts(
-  db: Pick<pg.ClientBase, 'query'>,
+  db: Queryable,
   period: BillingPeriod,
   batch: { afterAccountId?: string; limit: number } | { accountId: string },
 ): Promise<BillBatch> {
   const one = 'accountId' in batch;
-  const { rows } = await db.query<{ accounts: string; inserted: string; last_id: string | null }>(
-    // The day's bounds are UTC midnights: a bare `$1::date` compared with a timestamptz would
-    // be midnight in the session's TimeZone, which is not UTC on every server.
-    `WITH batch AS (
-       SELECT id, unit_price_cents FROM accounts
-       WHERE status = 'active' AND created_at < $2::date::timestamp AT TIME ZONE 'UTC'
-         AND ${one ? 'id = $3::bigint' : 'id > $3::bigint'}
-       ORDER BY id
-       LIMIT $4
-     ), totals AS MATERIALIZED (
+  // The day's bounds are UTC midnights: a bare `$1::date` compared with a timestamptz would
+  // be midnight in the session's TimeZone, which is not UTC on every server.
+  const { rows: locked } = await db.query<{ id: string }>(
+    `SELECT id::text FROM accounts
+     WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC'
+       AND ${one ? 'id = $2::bigint' : 'id > $2::bigint'}
+     ORDER BY id LIMIT $3
+     FOR NO KEY UPDATE`,
+    [period.end, one ? batch.accountId : (batch.afterAccountId ?? '0'), one ? 1 : batch.limit],
+  );
+  if (locked.length === 0) return { accounts: 0, inserted: 0, lastAccountId: null };
+  const { rows } = await db.query<{ inserted: string }>(
+    `WITH totals AS MATERIALIZED (
        -- MATERIALIZED: otherwise Postgres inlines the CTE and sums each account's usage twice,
-       -- once for the quantity and once for the amount.
-       SELECT b.id, b.unit_price_cents,
+       -- once for the quantity and once for the amount. sum(bigint) is numeric: it cannot overflow.
+       SELECT a.id, a.unit_price_cents,
               coalesce((SELECT sum(u.quantity) FROM usage u
-                        WHERE u.account_id = b.id AND u.occurred_at >= $1::date::timestamp AT TIME ZONE 'UTC'
-                          AND u.occurred_at < $2::date::timestamp AT TIME ZONE 'UTC'), 0)::bigint AS quantity
-       FROM batch b
+                        WHERE u.account_id = a.id AND u.occurred_at >= $1::date::timestamp AT TIME ZONE 'UTC'
+                          AND u.occurred_at < $2::date::timestamp AT TIME ZONE 'UTC'), 0) AS quantity
+       FROM accounts a WHERE a.id = ANY ($3::bigint[])
      ), inserted AS (
        INSERT INTO invoices (account_id, period_start, period_end, quantity, amount_cents)
        SELECT id, $1::date, $2::date, quantity, quantity * unit_price_cents FROM totals
        ON CONFLICT (account_id, period_start) DO NOTHING
        RETURNING 1
      )
-     SELECT (SELECT count(*) FROM batch) AS accounts,
-            (SELECT count(*) FROM inserted) AS inserted,
-            (SELECT max(id)::text FROM batch) AS last_id`,
-    [period.start, period.end, one ? batch.accountId : (batch.afterAccountId ?? '0'), one ? 1 : batch.limit],
+     SELECT count(*) AS inserted FROM inserted`,
+    [period.start, period.end, locked.map((r) => r.id)],
   );
-  const row = rows[0]!;
-  return { accounts: Number(row.accounts), inserted: Number(row.inserted), lastAccountId: row.last_id };
+  return { accounts: locked.length, inserted: Number(rows[0]!.inserted), lastAccountId: locked.at(-1)!.id };
 }

@@ -14,10 +14,9 @@ import {
   shutdownTimeoutMs,
 } from '../lib/timing.js';
 import { DEFAULT_METRICS_NAMESPACE } from '../lib/metrics.js';
+import { ADMIN_KEY_MIN_LENGTH } from './auth.js';
 import { UsageError } from './errors.js';
 
-/** Node's default http requestTimeout; headersTimeout and keepAliveTimeout must stay under it. */
-export const NODE_REQUEST_TIMEOUT_MS = 300_000;
 /** The ALB accepts idle timeouts up to 4,000 s, so no sane keep-alive exceeds this. */
 const MAX_KEEP_ALIVE_TIMEOUT_MS = keepAliveTimeoutMs(4_000);
 
@@ -95,8 +94,22 @@ const schema = z.object({
   PRE_STOP_DELAY_MS: int('(milliseconds)', 0, 120_000).default(0),
   /** How long an idle keep-alive socket stays open; must exceed the load balancer's idle timeout. */
   KEEP_ALIVE_TIMEOUT_MS: int('(milliseconds)', 1, MAX_KEEP_ALIVE_TIMEOUT_MS).default(keepAliveTimeoutMs(ALB_DEFAULT_IDLE_TIMEOUT_SECONDS)),
+  /**
+   * Longest a client may take to send a request's headers. Node counts it from the request's
+   * first byte, not while a keep-alive socket waits idle, so it need not exceed the ALB's idle
+   * timeout; the ALB forwards headers whole, so only a slow (or hostile) client comes near it.
+   */
+  HEADERS_TIMEOUT_MS: int('(milliseconds)', 100, 600_000).default(10_000),
+  /**
+   * Longest a client may take to send a whole request, headers and body. The largest body
+   * (BODY_LIMIT_BYTES, 100 KiB) needs under 30 s at 4 KiB/s; a client trickling slower gets 408.
+   * Handlers are not bound by it: it stops when the request has arrived.
+   */
+  REQUEST_TIMEOUT_MS: int('(milliseconds)', 100, 3_600_000).default(30_000),
   /** Largest JSON body accepted, in bytes. */
   BODY_LIMIT_BYTES: int('(bytes)', 1, 10 * 1024 * 1024).default(100 * 1024),
+  /** The operator's API key (Bearer); at least 32 characters. In AWS, ECS injects it from Secrets Manager. Unset: only account keys work. */
+  ADMIN_API_KEY: optional(z.string().min(ADMIN_KEY_MIN_LENGTH, { message: `accepts a key of at least ${ADMIN_KEY_MIN_LENGTH} characters` }).regex(/^[\x21-\x7e]+$/, { message: 'accepts printable ASCII without spaces' })),
   /** Turns on GET /debug/sleep, for the shutdown tests and benchmarks. Never in production. */
   ENABLE_DEBUG_ROUTES: bool.default(false),
   /** Runs the in-process background workers (each one leads on one replica at a time). */
@@ -144,10 +157,12 @@ export const CONFIG_VARIABLES = Object.keys(schema.shape) as (keyof typeof schem
 export type Config = z.infer<typeof schema> & {
   /** node-postgres connection settings derived from DATABASE_URL or the DB_* fields. */
   readonly database: DatabaseSettings;
-  /** http.Server headersTimeout: must exceed keepAliveTimeout or idle sockets time out first. */
+  /** http.Server headersTimeout (HEADERS_TIMEOUT_MS). */
   readonly headersTimeoutMs: number;
-  /** http.Server requestTimeout: must be at least headersTimeout. */
+  /** http.Server requestTimeout (REQUEST_TIMEOUT_MS). */
   readonly requestTimeoutMs: number;
+  /** How often Node checks those two: a tenth of the shorter, so a slow client is cut within 10% of its bound. */
+  readonly connectionsCheckingIntervalMs: number;
 };
 
 export interface DatabaseSettings {
@@ -167,7 +182,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const lines = parsed.error.issues.map((issue) => {
       const name = String(issue.path[0]);
       const value = env[name];
-      return `  ${name}=${value === undefined ? '(unset)' : JSON.stringify(value)}: ${issue.message}`;
+      return `  ${name}=${value === undefined ? '(unset)' : JSON.stringify(redact(name, value))}: ${issue.message}`;
     });
     throw new UsageError(`Invalid configuration:\n${lines.join('\n')}`, 'CONFIG_INVALID');
   }
@@ -181,6 +196,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (c.PRE_STOP_DELAY_MS >= c.SHUTDOWN_TIMEOUT_MS) {
     problems.push(`  PRE_STOP_DELAY_MS=${c.PRE_STOP_DELAY_MS}: accepts less than SHUTDOWN_TIMEOUT_MS (${c.SHUTDOWN_TIMEOUT_MS}), or the drain has no time left`);
   }
+  if (c.HEADERS_TIMEOUT_MS > c.REQUEST_TIMEOUT_MS) {
+    problems.push(`  HEADERS_TIMEOUT_MS=${c.HEADERS_TIMEOUT_MS}: accepts at most REQUEST_TIMEOUT_MS (${c.REQUEST_TIMEOUT_MS}), which covers the headers too`);
+  }
   if (c.JOB_FAULT_INJECTION !== undefined && c.NODE_ENV !== 'test') {
     problems.push(`  JOB_FAULT_INJECTION=${JSON.stringify(env.JOB_FAULT_INJECTION)}: makes jobs fail on purpose, so it is refused unless NODE_ENV=test`);
   }
@@ -191,11 +209,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     c.DATABASE_URL !== undefined
       ? { connectionString: c.DATABASE_URL, ssl }
       : { host: c.DB_HOST!, port: c.DB_PORT ?? 5432, database: c.DB_NAME!, user: c.DB_USER!, password: c.DB_PASSWORD ?? '', ssl };
-  const headersTimeoutMs = c.KEEP_ALIVE_TIMEOUT_MS + 1_000;
   return {
     ...c,
     database,
-    headersTimeoutMs,
-    requestTimeoutMs: Math.max(NODE_REQUEST_TIMEOUT_MS, headersTimeoutMs),
+    headersTimeoutMs: c.HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: c.REQUEST_TIMEOUT_MS,
+    connectionsCheckingIntervalMs: Math.floor(Math.min(c.HEADERS_TIMEOUT_MS, c.REQUEST_TIMEOUT_MS) / 10),
   };
+}
+
+/**
+ * A variable's value as it may be echoed in an error: secrets hidden, and a URL's password
+ * replaced by *** (a DATABASE_URL that fails validation still carries its password).
+ */
+export function redact(name: string, value: string): string {
+  if (/PASSWORD|SECRET|API_KEY|TOKEN/.test(name)) return '(hidden)';
+  // Greedy up to the last @: a password may itself hold an @.
+  return value.replace(/(\/\/[^/:@\s]*):\S*@/g, '$1:***@');
 }

@@ -23,8 +23,12 @@ export type ErrorCode =
   | 'VALIDATION_FAILED'
   | 'BODY_TOO_LARGE'
   | 'UNSUPPORTED_MEDIA_TYPE'
+  | 'UNAUTHORIZED'
+  | 'FORBIDDEN'
   | 'NOT_FOUND'
   | 'CONFLICT'
+  | 'IDEMPOTENCY_KEY_REUSED'
+  | 'BAD_REQUEST'
   | 'INTERNAL';
 
 /** An error whose message is safe to show a user as it is; anything else is logged and hidden. */
@@ -34,6 +38,8 @@ export class UserError extends Error {
     message: string,
     readonly status = 400,
     readonly details?: unknown,
+    /** Response headers that go with the error, e.g. WWW-Authenticate on a 401. */
+    readonly headers?: Readonly<Record<string, string>>,
   ) {
     super(message);
     this.name = 'UserError';

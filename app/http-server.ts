@@ -20,11 +20,12 @@ export class DrainableServer {
   private draining = false;
   private onIdle: (() => void) | undefined;
 
-  constructor(app: RequestListener, config: Pick<Config, 'KEEP_ALIVE_TIMEOUT_MS' | 'headersTimeoutMs' | 'requestTimeoutMs'>) {
+  constructor(app: RequestListener, config: Pick<Config, 'KEEP_ALIVE_TIMEOUT_MS' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'connectionsCheckingIntervalMs'>) {
     this.server = http.createServer({
       keepAliveTimeout: config.KEEP_ALIVE_TIMEOUT_MS,
       headersTimeout: config.headersTimeoutMs,
       requestTimeout: config.requestTimeoutMs,
+      connectionsCheckingInterval: config.connectionsCheckingIntervalMs,
     });
     // Registered before the app, so that a request seen during the drain is marked first.
     this.server.on('connection', (socket: Socket) => {

@@ -31,6 +31,7 @@ export async function runServer(config: Config): Promise<void> {
 
   await migrate(pool, logger);
   if (shutdown.draining) return;
+  if (config.ADMIN_API_KEY === undefined) logger.warn('ADMIN_API_KEY is not set: only account API keys are accepted, and no one can create accounts');
   const address = await http.listen(config.PORT);
   workers.start();
   logger.info(

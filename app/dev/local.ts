@@ -5,8 +5,14 @@
  *
  * Ctrl-C drains the API like a SIGTERM would in ECS, then Postgres stops, then this exits
  * with the API's (or job's) exit code.
+ *
+ * Without ADMIN_API_KEY, the API gets a development admin key: made once, kept in
+ * .data/admin-api-key (readable by this user only) and printed, so docs/api.md's curl
+ * examples work as pasted.
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { spawnPostgresHost, type PostgresHost } from './embedded-postgres.js';
 
@@ -25,10 +31,24 @@ async function startPostgres(): Promise<PostgresHost> {
   }
 }
 
+export const DEV_ADMIN_KEY_FILE = '.data/admin-api-key';
+
+function devAdminKey(): string {
+  if (!existsSync(DEV_ADMIN_KEY_FILE)) {
+    mkdirSync('.data', { recursive: true });
+    writeFileSync(DEV_ADMIN_KEY_FILE, `dev_admin_${randomBytes(24).toString('base64url')}\n`, { mode: 0o600 });
+  }
+  return readFileSync(DEV_ADMIN_KEY_FILE, 'utf8').trim();
+}
+
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const pg = process.env.DATABASE_URL ? undefined : await startPostgres();
-  const env = pg ? { ...process.env, DATABASE_URL: pg.url } : process.env;
+  const env: NodeJS.ProcessEnv = pg ? { ...process.env, DATABASE_URL: pg.url } : { ...process.env };
+  if (args.length === 0 && !env.ADMIN_API_KEY) {
+    env.ADMIN_API_KEY = devAdminKey();
+    process.stderr.write(`development admin key (from ${DEV_ADMIN_KEY_FILE}): ${env.ADMIN_API_KEY}\n  export ADMIN_API_KEY=$(cat ${DEV_ADMIN_KEY_FILE})\n`);
+  }
   const child = spawn(process.execPath, [here('../main.js'), ...args], { stdio: 'inherit', env });
   // The terminal's Ctrl-C reaches the child directly (same process group); a SIGTERM sent to
   // this launcher alone is passed on.

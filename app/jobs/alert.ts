@@ -26,7 +26,11 @@ export interface FailureReport {
 const SUBJECT_MAX = 99;
 
 export function alertSubject(r: FailureReport): string {
-  return `[job failed] ${r.job} scheduled ${r.scheduledTime.toISOString()}`.replace(/[^\x20-\x7e]/g, '?').slice(0, SUBJECT_MAX);
+  return safeSubject(`[job failed] ${r.job} scheduled ${r.scheduledTime.toISOString()}`);
+}
+
+function safeSubject(subject: string): string {
+  return subject.replace(/[^\x20-\x7e]/g, '?').slice(0, SUBJECT_MAX);
 }
 
 /** The arguments that rerun the same run key; the rerun resumes from the last checkpoint. */
@@ -70,9 +74,18 @@ export interface AlertOptions {
 }
 
 /** Publishes the alert (or logs it); resolves either way, never throws. */
-export async function sendFailureAlert(report: FailureReport, { topicArn, logger }: AlertOptions): Promise<'published' | 'logged' | 'failed'> {
-  const subject = alertSubject(report);
-  const message = alertBody(report);
+export function sendFailureAlert(report: FailureReport, opts: AlertOptions): Promise<'published' | 'logged' | 'failed'> {
+  return publishAlert(alertSubject(report), alertBody(report), opts, { name: 'failure alert', onError: '; the run still exits 1' });
+}
+
+/** Publishes one message to the alert topic (or logs it without one); resolves either way, never throws. */
+export async function publishAlert(
+  subject: string,
+  message: string,
+  { topicArn, logger }: AlertOptions,
+  log: { readonly name: string; readonly onError: string } = { name: 'alert', onError: '' },
+): Promise<'published' | 'logged' | 'failed'> {
+  subject = safeSubject(subject);
   if (!topicArn) {
     logger.error({ alert: { subject, message } }, `ALERT (ALERT_TOPIC_ARN is not set, so it is logged, not published): ${subject}`);
     return 'logged';
@@ -85,7 +98,7 @@ export async function sendFailureAlert(report: FailureReport, { topicArn, logger
     const client = new SNSClient({ region, maxAttempts: 3, requestHandler: { connectionTimeout: 2_000, requestTimeout: 5_000 } });
     try {
       const out = await client.send(new PublishCommand({ TopicArn: topicArn, Subject: subject, Message: message }));
-      logger.info({ topicArn, messageId: out.MessageId, ms: Date.now() - t0 }, `failure alert published to ${topicArn}`);
+      logger.info({ topicArn, messageId: out.MessageId, ms: Date.now() - t0 }, `${log.name} published to ${topicArn}`);
       return 'published';
     } finally {
       client.destroy();
@@ -93,7 +106,7 @@ export async function sendFailureAlert(report: FailureReport, { topicArn, logger
   } catch (err) {
     logger.error(
       { topicArn, err: errorText(err), ms: Date.now() - t0, alert: { subject, message } },
-      `could not publish the failure alert to ${topicArn}: ${errorText(err)}; the run still exits 1`,
+      `could not publish the ${log.name} to ${topicArn}: ${errorText(err)}${log.onError}`,
     );
     return 'failed';
   }

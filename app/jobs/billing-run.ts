@@ -7,15 +7,22 @@
  * idempotent by a unique key (invoices are unique on (account_id, period_start), so a rerun,
  * a retry or a concurrent duplicate inserts nothing twice), and a checkpoint after each
  * batch. Pricing lives in app/billing.ts, shared with POST /accounts/:id/invoices.
+ *
+ * Batches run under the operator identity (app/tenancy.ts). An account whose day cannot be
+ * billed (its amount past bigint) is skipped and reported; everyone else is billed.
  */
-import { billAccounts, dayPeriod } from '../billing.js';
+import { billAccounts, dayPeriod, type BillBatch } from '../billing.js';
 import { defineJob, previousUtcDay } from './handler.js';
+import { reportSkipped, runIsolated, type SkippedAccount } from './per-account.js';
+import { OPERATOR, withIdentity } from '../tenancy.js';
 
 export interface BillingCheckpoint {
   /** Every active account with an id up to this one has its invoice. */
   readonly afterAccountId: string;
   /** Invoices this run inserted so far (the rest already existed). */
   readonly inserted: number;
+  /** Accounts skipped so far, reported when the run ends. */
+  readonly skipped?: readonly SkippedAccount[];
 }
 
 /** The UTC day a billing run scheduled at `t` bills: the day before. */
@@ -29,25 +36,50 @@ export const billingRun = defineJob<BillingCheckpoint>({
   async run(ctx) {
     const period = billingPeriodFor(ctx.scheduledTime);
     const limit = ctx.config.JOB_BATCH_SIZE;
-    const { rows } = await ctx.pool.query<{ total: number; done: number }>(
-      `SELECT count(*)::int AS total, count(*) FILTER (WHERE id <= $2::bigint)::int AS done
-       FROM accounts WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC'`,
-      [period.end, ctx.checkpoint?.afterAccountId ?? '0'],
+    const { rows } = await withIdentity(ctx.pool, OPERATOR, (db) =>
+      db.query<{ total: number; done: number }>(
+        `SELECT count(*)::int AS total, count(*) FILTER (WHERE id <= $2::bigint)::int AS done
+         FROM accounts WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC'`,
+        [period.end, ctx.checkpoint?.afterAccountId ?? '0'],
+      ),
     );
     let { afterAccountId, inserted } = ctx.checkpoint ?? { afterAccountId: '0', inserted: 0 };
+    const skipped: SkippedAccount[] = [...(ctx.checkpoint?.skipped ?? [])];
     let processed = rows[0]!.done;
     ctx.progress(processed, rows[0]!.total);
 
     for (;;) {
       ctx.signal.throwIfAborted();
-      const batch = await billAccounts(ctx.pool, period, { afterAccountId, limit });
+      const after = afterAccountId;
+      const batch = await runIsolated<BillBatch>(
+        ctx.pool,
+        {
+          all: (db) => billAccounts(db, period, { afterAccountId: after, limit }),
+          ids: async (db) => {
+            const { rows: ids } = await db.query<{ id: string }>(
+              `SELECT id::text FROM accounts WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC' AND id > $2::bigint ORDER BY id LIMIT $3`,
+              [period.end, after, limit],
+            );
+            return ids.map((r) => r.id);
+          },
+          one: (db, accountId) => billAccounts(db, period, { accountId }),
+          merge: (results, ids) => ({
+            accounts: ids.length,
+            inserted: results.reduce((n, r) => n + r.inserted, 0),
+            lastAccountId: ids.at(-1) ?? null,
+          }),
+        },
+        skipped,
+        ctx.logger,
+      );
       if (batch.lastAccountId === null) break;
       afterAccountId = batch.lastAccountId;
       processed += batch.accounts;
       inserted += batch.inserted;
-      await ctx.saveCheckpoint({ afterAccountId, inserted }, processed);
+      await ctx.saveCheckpoint({ afterAccountId, inserted, skipped }, processed);
       if (batch.accounts < limit) break;
     }
-    return { period: period.start, accounts: processed, invoicesInserted: inserted };
+    await reportSkipped(skipped, { job: ctx.job.name, period: `billing day ${period.start}`, scheduledTime: ctx.scheduledTime }, { topicArn: ctx.config.ALERT_TOPIC_ARN, logger: ctx.logger });
+    return { period: period.start, accounts: processed, invoicesInserted: inserted, skippedAccounts: skipped.map((s) => s.accountId) };
   },
 });
