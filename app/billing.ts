@@ -63,7 +63,7 @@ export async function billAccounts(
     `SELECT id::text FROM accounts
      WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC'
        AND ${one ? 'id = $2::bigint' : 'id > $2::bigint'}
-     ORDER BY id LIMIT $3
+     ORDER BY accounts.id LIMIT $3
      FOR NO KEY UPDATE`,
     [period.end, one ? batch.accountId : (batch.afterAccountId ?? '0'), one ? 1 : batch.limit],
   );

@@ -16,9 +16,10 @@ let pool: Pool;
 let server: DrainableServer;
 let base: string;
 let draining = false;
+const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
 
 async function serve(env: Record<string, string>, poolOverride?: Pool): Promise<{ server: DrainableServer; base: string }> {
-  const config = loadConfig({ DATABASE_URL: db.url, ...env });
+  const config = loadConfig({ DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY, ...env });
   const logger = createLogger('silent');
   const s = new DrainableServer(createApi({ pool: poolOverride ?? pool, logger, config, isDraining: () => draining }), config);
   const address: AddressInfo = await s.listen(0);
@@ -37,7 +38,9 @@ afterAll(async () => {
   await db.drop();
 });
 
-async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+/** Calls the API as the operator (the admin key). */
+async function call(method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}) {
+  const headers = { authorization: `Bearer ${ADMIN_KEY}`, ...extraHeaders };
   const res = await fetch(`${base}${path}`, {
     method,
     headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
@@ -137,7 +140,7 @@ describe('bad bodies', () => {
   });
 
   it('answers 415 for a body that is not JSON', async () => {
-    const r = await fetch(`${base}/accounts`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'name=Acme' });
+    const r = await fetch(`${base}/accounts`, { method: 'POST', headers: { 'content-type': 'text/plain', authorization: `Bearer ${ADMIN_KEY}` }, body: 'name=Acme' });
     expect(r.status).toBe(415);
     expect(((await r.json()) as { error: { code: string } }).error.code).toBe("UNSUPPORTED_MEDIA_TYPE");
   });

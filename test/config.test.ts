@@ -17,10 +17,17 @@ describe('configuration', () => {
     expect(c.ENABLE_DEBUG_ROUTES).toBe(false);
   });
 
-  it("keeps Node's header and request timeouts above the keep-alive timeout", () => {
-    const c = loadConfig({ ...DB, KEEP_ALIVE_TIMEOUT_MS: '400000' });
-    expect(c.headersTimeoutMs).toBeGreaterThan(c.KEEP_ALIVE_TIMEOUT_MS);
-    expect(c.requestTimeoutMs).toBeGreaterThanOrEqual(c.headersTimeoutMs);
+  it('bounds slow clients by HEADERS_TIMEOUT_MS and REQUEST_TIMEOUT_MS, checked at a tenth of the shorter', () => {
+    const c = loadConfig(DB);
+    expect([c.headersTimeoutMs, c.requestTimeoutMs, c.connectionsCheckingIntervalMs]).toEqual([10_000, 30_000, 1_000]);
+    expect(() => loadConfig({ ...DB, HEADERS_TIMEOUT_MS: '40000' })).toThrow(/HEADERS_TIMEOUT_MS=40000: accepts at most REQUEST_TIMEOUT_MS \(30000\)/);
+  });
+
+  it('never echoes a password or a key in a configuration error', () => {
+    const bad = () => loadConfig({ DATABASE_URL: 'mysql://app:hunter2@db.internal:3306/app', ADMIN_API_KEY: 'short-s3cret' });
+    expect(bad).toThrow(/DATABASE_URL="mysql:\/\/app:\*\*\*@db.internal:3306\/app": accepts a postgres:\/\//);
+    expect(bad).toThrow(/ADMIN_API_KEY="\(hidden\)": accepts a key of at least 32 characters/);
+    expect(bad).not.toThrow(/hunter2|short-s3cret/);
   });
 
   it('builds the connection from the database secret fields when DATABASE_URL is unset', () => {

@@ -57,7 +57,7 @@ export const billingRun = defineJob<BillingCheckpoint>({
           all: (db) => billAccounts(db, period, { afterAccountId: after, limit }),
           ids: async (db) => {
             const { rows: ids } = await db.query<{ id: string }>(
-              `SELECT id::text FROM accounts WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC' AND id > $2::bigint ORDER BY id LIMIT $3`,
+              `SELECT id::text FROM accounts WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC' AND id > $2::bigint ORDER BY accounts.id LIMIT $3`,
               [period.end, after, limit],
             );
             return ids.map((r) => r.id);

@@ -93,7 +93,7 @@ export const reportAggregation = defineJob<AggregationCheckpoint>({
         {
           all: (db) => rollUp(db, day, next, { after, limit }),
           ids: async (db) => {
-            const { rows } = await db.query<{ id: string }>(`SELECT id::text FROM accounts WHERE id > $1::bigint ORDER BY id LIMIT $2`, [after, limit]);
+            const { rows } = await db.query<{ id: string }>(`SELECT id::text FROM accounts WHERE id > $1::bigint ORDER BY accounts.id LIMIT $2`, [after, limit]);
             return rows.map((r) => r.id);
           },
           one: (db, accountId) => rollUp(db, day, next, { accountId }),
