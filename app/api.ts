@@ -187,6 +187,20 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
     if (!req.is('application/json')) {
       throw new UserError('UNSUPPORTED_MEDIA_TYPE', 'Request body must be JSON (Content-Type: application/json)', 415);
     }
+    if (Number(req.headers['content-length']) > config.BODY_LIMIT_BYTES) {
+      tooLarge(req, res, config.BODY_LIMIT_BYTES);
+      return;
+    }
+    // body-parser, past its limit, still reads the body to its end before it answers (2.7 GB
+    // in the issue). Counting the bytes as they come answers 413 as soon as they pass it.
+    let seen = 0;
+    const count = (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen <= config.BODY_LIMIT_BYTES) return;
+      req.off('data', count);
+      tooLarge(req, res, config.BODY_LIMIT_BYTES);
+    };
+    req.on('data', count);
     parseJson(req, res, next);
   };
 
@@ -369,13 +383,6 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
       return;
     }
     if (e.headers) res.set(e.headers);
-    if (e.code === 'BODY_TOO_LARGE') {
-      // The rest of the body is not read: the connection closes after this answer, so a
-      // client streaming gigabytes is cut off at the limit (Node would otherwise read it all
-      // to keep the connection).
-      res.setHeader('Connection', 'close');
-      res.once('finish', () => req.socket.destroySoon());
-    }
     res.status(e.status).json({ error: { code: e.code, message: e.message, ...(e.details === undefined ? {} : { details: e.details }) } });
   });
 
@@ -385,6 +392,25 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   }
 
   return app;
+}
+
+/** How long a connection cut off for its body's size may still drain before it is destroyed. */
+const CUT_OFF_LINGER_MS = 1_000;
+
+/**
+ * Answers 413 now and closes the connection: the rest of the body is never read. The socket
+ * is ended after the answer, so the client can read it, and destroyed a moment later if the
+ * client keeps sending.
+ */
+function tooLarge(req: Request, res: Response, limit: number): void {
+  if (res.headersSent) return;
+  res.setHeader('Connection', 'close');
+  res.once('finish', () => {
+    req.socket.end();
+    setTimeout(() => req.socket.destroy(), CUT_OFF_LINGER_MS).unref();
+  });
+  const e = toUserError({ type: 'entity.too.large', limit });
+  res.status(e.status).json({ error: { code: e.code, message: e.message } });
 }
 
 /** A header's value when it is one short, plain token (letters, digits and . _ : ; = -); anything else is ignored. */
