@@ -39,6 +39,8 @@ export interface AppTaskProps {
   readonly logBufferBytes?: number;
   /** Environment on top of the shared one. @default - only the shared environment */
   readonly environment?: Readonly<Record<string, string>>;
+  /** Secrets on top of the shared ones. @default - only the shared secrets */
+  readonly secrets?: Readonly<Record<string, ecs.Secret>>;
   /** The container's command. @default - the image's CMD, the HTTP server */
   readonly command?: readonly string[];
   /** A container port to publish. @default - none */
@@ -89,7 +91,7 @@ export function addAppTask(scope: Construct, props: AppTaskProps): AppTask {
       SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs(props.stopTimeout.toSeconds())),
       ...props.environment,
     },
-    secrets: { ...props.runtime.secrets },
+    secrets: { ...props.runtime.secrets, ...props.secrets },
     portMappings: props.port === undefined ? undefined : [{ containerPort: props.port, name: 'http' }],
     logging: ecs.LogDrivers.awsLogs({
       logGroup: props.runtime.logGroup,

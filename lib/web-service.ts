@@ -11,6 +11,7 @@ import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { addAppTask, type AppRuntime } from './app-task.js';
 import { CONTAINER, LIMITS, SERVICE_DEFAULTS } from './defaults.js';
@@ -86,6 +87,8 @@ export class WebService extends Construct {
   public readonly loadBalancer: elbv2.ApplicationLoadBalancer;
   /** The listener that forwards to the service: HTTPS on 443 with a certificate, else HTTP on 80. */
   public readonly listener: elbv2.ApplicationListener;
+  /** The operator's API key, generated here and injected as the ADMIN_API_KEY secret. */
+  public readonly adminApiKey: secretsmanager.Secret;
   /** The service's target group (health check on /readyz). */
   public readonly targetGroup: elbv2.ApplicationTargetGroup;
   public readonly service: ecs.FargateService;
@@ -103,6 +106,15 @@ export class WebService extends Construct {
     const idleTimeout = props.albIdleTimeout ?? Duration.seconds(SERVICE_DEFAULTS.albIdleTimeoutSeconds);
     const vpc = props.cluster.vpc;
 
+    this.adminApiKey = new secretsmanager.Secret(this, 'AdminApiKey', {
+      description: 'ADMIN_API_KEY: the API operator\'s Bearer key (docs/security.md)',
+      generateSecretString: { passwordLength: 64, excludePunctuation: true },
+    });
+    Validations.of(this.adminApiKey).acknowledge({
+      id: 'AwsSolutions-SMG4',
+      reason: 'The admin key is rotated by hand (docs/security.md): a new value then a rolling deploy; automatic rotation would need a Lambda and would cut off every caller holding the old key.',
+    });
+
     const task = addAppTask(this, {
       runtime: props.runtime,
       cpu: props.cpu ?? SERVICE_DEFAULTS.cpu,
@@ -117,6 +129,7 @@ export class WebService extends Construct {
         PORT: String(CONTAINER.port),
         KEEP_ALIVE_TIMEOUT_MS: String(keepAliveTimeoutMs(idleTimeout.toSeconds())),
       },
+      secrets: { ADMIN_API_KEY: ecs.Secret.fromSecretsManager(this.adminApiKey) },
     });
     this.taskDefinition = task.taskDefinition;
     this.container = task.container;
