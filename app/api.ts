@@ -14,13 +14,13 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { authenticate, identityOf, newApiKey, requireOperator } from './auth.js';
+import { authenticate, identityOf, keyIsLive, newApiKey, requireOperator, unauthorized } from './auth.js';
 import { billAccounts, dayPeriod, MAX_UNIT_PRICE_CENTS, MAX_USAGE_QUANTITY } from './billing.js';
 import type { Config } from './config.js';
 import type { Pool } from './db.js';
 import { UserError } from './errors.js';
 import type { Logger } from './logger.js';
-import { withIdentity, type Queryable } from './tenancy.js';
+import { queryAs, UnknownKeyError, withIdentity, type Queryable } from './tenancy.js';
 
 export interface ApiDeps {
   readonly pool: Pool;
@@ -176,10 +176,12 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
     });
   }
 
-  app.use(authenticate(pool, config.ADMIN_API_KEY));
+  app.use(authenticate(config.ADMIN_API_KEY));
 
   /** Runs `fn`'s SQL as the caller, in one transaction. */
   const asCaller = <T>(res: Response, fn: (db: Queryable) => Promise<T>) => withIdentity(pool, identityOf(res), fn);
+  /** One read-only statement as the caller, in one round trip (authentication included). */
+  const readAs = (res: Response, sql: string, params: readonly unknown[]) => queryAs<Record<string, any>>(pool, identityOf(res), sql, params);
 
   // Only the routes that take a body parse one; GETs skip the parser altogether.
   const parseJson = express.json({ limit: config.BODY_LIMIT_BYTES, strict: true });
@@ -207,10 +209,8 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   // The operator pages through every account; an account sees itself only.
   app.get('/accounts', async (req, res) => {
     const q = parse(page, req.query, 'query');
-    const { rows } = await asCaller(res, (db) =>
-      db.query(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a WHERE a.id > $1 ORDER BY a.id LIMIT $2`, [q.after ?? '0', q.limit]),
-    );
-    res.json({ items: rows, next: rows.length === q.limit ? rows.at(-1).id : null });
+    const rows = await readAs(res, `SELECT ${ACCOUNT_COLUMNS} FROM accounts a WHERE a.id > $1 ORDER BY a.id LIMIT $2`, [q.after ?? '0', q.limit]);
+    res.json({ items: rows, next: rows.length === q.limit ? rows.at(-1)!.id : null });
   });
 
   app.post('/accounts', requireJson, async (req, res) => {
@@ -229,13 +229,12 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
 
   app.get('/accounts/:id', async (req, res) => {
     const { id: accountId } = parse(accountPath, req.params, 'path');
-    const { rows } = await asCaller(res, (db) =>
-      db.query(
-        `SELECT ${ACCOUNT_COLUMNS},
-                json_build_object('quantity', coalesce(s.quantity, 0)::float8, 'lastUsageAt', s.last_usage_at, 'refreshedAt', s.refreshed_at) AS "usage30d"
-         FROM accounts a LEFT JOIN tenant_account_usage_30d s ON s.account_id = a.id WHERE a.id = $1`,
-        [accountId],
-      ),
+    const rows = await readAs(
+      res,
+      `SELECT ${ACCOUNT_COLUMNS},
+              json_build_object('quantity', coalesce(s.quantity, 0)::float8, 'lastUsageAt', s.last_usage_at, 'refreshedAt', s.refreshed_at) AS "usage30d"
+       FROM accounts a LEFT JOIN tenant_account_usage_30d s ON s.account_id = a.id WHERE a.id = $1`,
+      [accountId],
     );
     res.json(found(rows[0], 'account', accountId));
   });
@@ -333,7 +332,7 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
 
   app.get('/invoices/:id', async (req, res) => {
     const { id: invoiceId } = parse(accountPath, req.params, 'path');
-    const { rows } = await asCaller(res, (db) => db.query(`SELECT ${INVOICE_COLUMNS} FROM invoices WHERE id = $1`, [invoiceId]));
+    const rows = await readAs(res, `SELECT ${INVOICE_COLUMNS} FROM invoices WHERE id = $1`, [invoiceId]);
     res.json(found(rows[0], 'invoice', invoiceId));
   });
 
@@ -375,15 +374,27 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
 
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const e = toUserError(err);
-    if (e.status >= 500) {
-      logger.error({ requestId: res.locals.requestId, err: (err as Error)?.message, stack: (err as Error)?.stack, method: req.method, path: req.path }, 'request failed');
-    }
-    if (res.headersSent) {
-      res.destroy();
+    const answer = (e: UserError, cause: unknown) => {
+      if (e.status >= 500) {
+        logger.error({ requestId: res.locals.requestId, err: (cause as Error)?.message, stack: (cause as Error)?.stack, method: req.method, path: req.path }, 'request failed');
+      }
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      if (e.headers) res.set(e.headers);
+      res.status(e.status).json({ error: { code: e.code, message: e.message, ...(e.details === undefined ? {} : { details: e.details }) } });
+    };
+    // An account key is checked by the request's first query; an answer that comes before
+    // any (a 400, a 403, an unknown route) checks the key first, so a dead key always gets 401.
+    if (e.status >= 400 && e.status < 500 && e.status !== 401 && !res.headersSent) {
+      keyIsLive(pool, res.locals.identity).then(
+        (live) => answer(live ? e : unauthorized('Invalid API key'), err),
+        (checkErr: unknown) => answer(toUserError(checkErr), checkErr),
+      );
       return;
     }
-    if (e.headers) res.set(e.headers);
-    res.status(e.status).json({ error: { code: e.code, message: e.message, ...(e.details === undefined ? {} : { details: e.details }) } });
+    answer(e, err);
   });
 
   async function requireAccount(db: Queryable, accountId: string, lock = ''): Promise<{ status: string }> {
@@ -426,6 +437,7 @@ function found<T>(row: T | undefined, what: string, key: string): T {
 /** Maps body-parser's and Postgres's errors to the catalogue; anything else is a 500. */
 function toUserError(err: unknown): UserError {
   if (err instanceof UserError) return err;
+  if (err instanceof UnknownKeyError) return unauthorized(err.message);
   const e = err as { type?: string; status?: number; message?: string; code?: string; limit?: number };
   if (e?.type === 'entity.parse.failed') return new UserError('INVALID_JSON', `Request body is not valid JSON: ${e.message}`, 400);
   if (e?.type === 'entity.too.large') return new UserError('BODY_TOO_LARGE', `Request body is larger than the limit of ${e.limit} bytes`, 413);

@@ -4,14 +4,15 @@
  *
  * Account keys are `sbk_` + 43 base64url characters (32 random bytes): the prefix makes a
  * leaked key recognisable in a log or to a secret scanner. Only the key's SHA-256 is stored,
- * and a key is found by that hash. The admin key is compared as a SHA-256 digest with
+ * and a key is found by that hash, by an index lookup in Postgres: nothing compares the
+ * secret itself, and a hash's timing tells nothing about the key (it cannot be inverted). The admin key is compared as a SHA-256 digest with
  * timingSafeEqual, so the comparison takes the same time whatever the caller sent.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import type { Pool } from './db.js';
 import { UserError } from './errors.js';
-import type { Identity } from './tenancy.js';
+import { OPERATOR, type Identity } from './tenancy.js';
 
 export const KEY_PREFIX = 'sbk_';
 const KEY_PATTERN = /^sbk_[A-Za-z0-9_-]{43}$/;
@@ -37,17 +38,18 @@ function sha256(value: string): Buffer {
 }
 
 /** A 401 that tells the client how to authenticate (RFC 6750). */
-function unauthorized(message: string): UserError {
+export function unauthorized(message: string): UserError {
   return new UserError('UNAUTHORIZED', message, 401, undefined, { 'WWW-Authenticate': 'Bearer realm="api"' });
 }
 
 /**
- * Sets `res.locals.identity`, or answers 401. One query for an account key (a lookup by its
- * hash through a function that reveals nothing else); none for the admin key.
+ * Sets `res.locals.identity`, or answers 401. No query here: the admin key is compared in
+ * memory, and an account key is matched by Postgres in the same round trip as the request's
+ * first query (app/tenancy.ts), which answers 401 when it matches no live key.
  */
-export function authenticate(pool: Pool, adminKey: string | undefined): (req: Request, res: Response, next: NextFunction) => Promise<void> {
+export function authenticate(adminKey: string | undefined): (req: Request, res: Response, next: NextFunction) => void {
   const adminDigest = adminKey === undefined ? undefined : sha256(adminKey);
-  return async (req, res, next) => {
+  return (req, res, next) => {
     const header = req.headers.authorization;
     if (header === undefined) throw unauthorized('Authorization required: send Authorization: Bearer <API key>');
     const match = /^Bearer ([\x21-\x7e]{1,512})$/.exec(header);
@@ -55,17 +57,24 @@ export function authenticate(pool: Pool, adminKey: string | undefined): (req: Re
     const key = match[1]!;
     const digest = sha256(key);
     if (adminDigest !== undefined && timingSafeEqual(digest, adminDigest)) {
-      res.locals.identity = { kind: 'operator' } satisfies Identity;
-      next();
-      return;
+      res.locals.identity = OPERATOR;
+    } else if (KEY_PATTERN.test(key)) {
+      res.locals.identity = { kind: 'key', hash: digest } satisfies Identity;
+    } else {
+      throw unauthorized('Invalid API key');
     }
-    if (!KEY_PATTERN.test(key)) throw unauthorized('Invalid API key');
-    const { rows } = await pool.query<{ account_id: string | null }>('SELECT api_key_account($1)::text AS account_id', [digest]);
-    const accountId = rows[0]?.account_id;
-    if (!accountId) throw unauthorized('Invalid API key');
-    res.locals.identity = { kind: 'account', accountId } satisfies Identity;
     next();
   };
+}
+
+/**
+ * Whether the caller's key is live, for an answer given before any query ran (a 400, a 403,
+ * a 404 for a route): a caller whose key matches nothing must get 401 there too.
+ */
+export async function keyIsLive(pool: Pool, identity: Identity | undefined): Promise<boolean> {
+  if (identity?.kind !== 'key' || identity.accountId !== undefined) return true;
+  const { rows } = await pool.query<{ live: boolean }>({ name: 'api-key-live', text: 'SELECT api_key_account($1) IS NOT NULL AS live', values: [identity.hash] });
+  return rows[0]!.live;
 }
 
 export function identityOf(res: Response): Identity {

@@ -1,12 +1,15 @@
 /**
  * Who a query runs for, enforced by Postgres (app/migrations/*_security.sql).
  *
- * `withIdentity` opens a transaction, switches to the role `ecs_saas_app` (no BYPASSRLS, owns
- * nothing, so every row-level policy binds it) and sets the caller's identity for that
- * transaction only. Whatever SQL runs inside sees only the rows the policies allow: an
- * account's own, or everything for the operator. Both settings end with the transaction, so
- * a pooled connection carries nothing over to its next user, and a connection on which no
- * identity was set sees no tenant rows at all.
+ * Every query of a request runs under the role `ecs_saas_app` (no BYPASSRLS, owns nothing, so
+ * every row-level policy binds it), with the caller's identity set for that transaction only
+ * (`SET LOCAL ROLE`, `set_config(..., true)`). Whatever SQL runs there sees only the rows the
+ * policies allow: an account's own, or everything for the operator. Both settings end with
+ * the transaction, so a pooled connection carries nothing over to its next user, and a
+ * connection on which no identity was set sees no tenant rows at all.
+ *
+ * An account key is resolved in the same round trip as the role and the identity: the
+ * identity is then "whoever owns this key's hash", looked up by Postgres (api_key_account).
  */
 import type pg from 'pg';
 import type { Pool } from './db.js';
@@ -16,23 +19,41 @@ export const APP_ROLE = 'ecs_saas_app';
 
 export type Identity =
   | { readonly kind: 'operator' }
-  | { readonly kind: 'account'; readonly accountId: string };
+  | { readonly kind: 'account'; readonly accountId: string }
+  | KeyIdentity;
+
+/** An account known by its API key's hash, until Postgres has matched it to a live key. */
+export interface KeyIdentity {
+  readonly kind: 'key';
+  readonly hash: Buffer;
+  /** Set once Postgres has matched the hash to a live key. */
+  accountId?: string;
+}
 
 /** The operator: the admin key's holder, and the jobs and workers. */
 export const OPERATOR: Identity = { kind: 'operator' };
+
+/** A key that matches no live key: unknown, or revoked. */
+export class UnknownKeyError extends Error {
+  constructor() {
+    super('Invalid API key');
+    this.name = 'UnknownKeyError';
+  }
+}
 
 export type Queryable = Pick<pg.ClientBase, 'query'>;
 
 /**
  * Runs `fn` in one transaction under `identity`; commits when it resolves, rolls back when it
- * throws. The role and identity go out in a single round trip with the BEGIN.
+ * throws. BEGIN, the role and the identity go out in one round trip.
  */
 export async function withIdentity<T>(pool: Pool, identity: Identity, fn: (db: Queryable) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   try {
-    await client.query(preamble(identity, client));
+    const results = (await client.query(`BEGIN; ${preamble(identity)}`)) as unknown as pg.QueryResult[];
+    resolveKey(identity, results.at(-1)!);
   } catch (err) {
-    client.release(err as Error);
+    await client.query('ROLLBACK').then(() => client.release(), (e: Error) => client.release(e));
     throw err;
   }
   try {
@@ -53,15 +74,49 @@ export async function withIdentity<T>(pool: Pool, identity: Identity, fn: (db: Q
 }
 
 /**
- * A simple-protocol batch (one round trip). The values are literals, not parameters, because
- * the extended protocol takes one statement at a time; an account id is digits only (checked
- * here too) and escapeLiteral quotes it anyway.
+ * One read-only statement under `identity`, in a single round trip: the role, the identity
+ * and the statement go out as one simple-protocol batch, which Postgres runs as one implicit
+ * transaction. That protocol takes no parameters, so `params` are written into the statement
+ * as quoted literals (escapeLiteral); `sql` must not hold `$n` anywhere but as a parameter.
  */
-function preamble(identity: Identity, client: pg.PoolClient): string {
-  if (identity.kind === 'account' && !/^[1-9]\d{0,18}$/.test(identity.accountId)) {
-    throw new Error(`not an account id: ${JSON.stringify(identity.accountId)}`);
+export async function queryAs<R extends pg.QueryResultRow>(pool: Pool, identity: Identity, sql: string, params: readonly unknown[]): Promise<R[]> {
+  const text = sql.replace(/\$(\d+)/g, (_, n: string) => literal(params[Number(n) - 1]));
+  const results = (await pool.query(`${preamble(identity)}; ${text}`)) as unknown as pg.QueryResult<R>[];
+  resolveKey(identity, results[1]!);
+  return results.at(-1)!.rows;
+}
+
+function literal(value: unknown): string {
+  if (value === null || value === undefined) return 'NULL';
+  if (typeof value === 'number' && Number.isFinite(value)) return `'${value}'`;
+  if (typeof value === 'string') return escapeLiteral(value);
+  throw new TypeError(`queryAs takes strings, finite numbers and null, got ${typeof value}`);
+}
+
+/** Postgres's quoting (as pg's Client#escapeLiteral): quotes doubled, backslashes in an E'' string. */
+function escapeLiteral(value: string): string {
+  const quoted = value.replace(/'/g, "''");
+  return value.includes('\\') ? `E'${quoted.replace(/\\/g, '\\\\')}'` : `'${quoted}'`;
+}
+
+/** SET LOCAL ROLE and the identity; the last statement's one row says whose account it is. */
+function preamble(identity: Identity): string {
+  let account: string;
+  if (identity.kind === 'account') {
+    if (!/^[1-9]\d{0,18}$/.test(identity.accountId)) throw new Error(`not an account id: ${JSON.stringify(identity.accountId)}`);
+    account = `'${identity.accountId}'`;
+  } else if (identity.kind === 'key') {
+    account = `coalesce(api_key_account('\\x${identity.hash.toString('hex')}'::bytea)::text, '')`;
+  } else {
+    account = "''";
   }
-  const accountId = identity.kind === 'account' ? identity.accountId : '';
   const operator = identity.kind === 'operator' ? 'on' : 'off';
-  return `BEGIN; SET LOCAL ROLE ${APP_ROLE}; SELECT set_config('app.account_id', ${client.escapeLiteral(accountId)}, true), set_config('app.operator', ${client.escapeLiteral(operator)}, true)`;
+  return `SET LOCAL ROLE ${APP_ROLE}; SELECT set_config('app.account_id', ${account}, true) AS account_id, set_config('app.operator', '${operator}', true)`;
+}
+
+function resolveKey(identity: Identity, result: pg.QueryResult): void {
+  if (identity.kind !== 'key') return;
+  const accountId = (result.rows[0] as { account_id: string }).account_id;
+  if (accountId === '') throw new UnknownKeyError();
+  identity.accountId = accountId;
 }

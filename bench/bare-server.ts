@@ -1,10 +1,15 @@
 /**
  * The throughput baseline: a bare Express 5 app serving the same two routes as the API
  * (/healthz and GET /accounts/:id) on a plain pg pool, with none of the project's machinery:
- * no drain tracking, no body parser, no validation, no error catalogue, no logger.
+ * no drain tracking, no body parser, no validation, no error catalogue, no logger, no auth.
+ *
+ * GET /isolated/accounts/:id runs the same SQL, but through the tenant path (app/tenancy.ts:
+ * queryAs, the RLS-bound role and the account's identity in the same round trip), so
+ * the two measure what the isolation alone costs.
  */
 import express from 'express';
 import pg from 'pg';
+import { queryAs } from '../app/tenancy.js';
 
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 });
 const app = express();
@@ -16,6 +21,17 @@ app.get('/accounts/:id', async (req, res) => {
     `SELECT a.id::text AS id, a.name, a.email, a.plan, a.status, a.unit_price_cents AS "unitPriceCents", a.created_at AS "createdAt",
             json_build_object('quantity', coalesce(s.quantity, 0)::float8, 'lastUsageAt', s.last_usage_at, 'refreshedAt', s.refreshed_at) AS "usage30d"
      FROM accounts a LEFT JOIN account_usage_30d s ON s.account_id = a.id WHERE a.id = $1`,
+    [req.params.id],
+  );
+  res.json(rows[0]);
+});
+app.get('/isolated/accounts/:id', async (req, res) => {
+  const rows = await queryAs(
+    pool,
+    { kind: 'account', accountId: req.params.id },
+    `SELECT a.id::text AS id, a.name, a.email, a.plan, a.status, a.unit_price_cents AS "unitPriceCents", a.created_at AS "createdAt",
+            json_build_object('quantity', coalesce(s.quantity, 0)::float8, 'lastUsageAt', s.last_usage_at, 'refreshedAt', s.refreshed_at) AS "usage30d"
+     FROM accounts a LEFT JOIN tenant_account_usage_30d s ON s.account_id = a.id WHERE a.id = $1`,
     [req.params.id],
   );
   res.json(rows[0]);

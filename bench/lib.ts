@@ -55,7 +55,7 @@ export function median(values: number[]): number {
 }
 
 /** Requests per second over `seconds`, from `connections` keep-alive loops on `path`. */
-export async function throughput(base: string, path: string, { connections = 32, seconds = 3 } = {}): Promise<number> {
+export async function throughput(base: string, path: string, { connections = 32, seconds = 3, headers = {} as http.OutgoingHttpHeaders } = {}): Promise<number> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
   const end = Date.now() + seconds * 1000;
   let done = 0;
@@ -63,7 +63,7 @@ export async function throughput(base: string, path: string, { connections = 32,
   await Promise.all(
     Array.from({ length: connections }, async () => {
       while (Date.now() < end) {
-        const r = await get(`${base}${path}`, agent).catch(() => ({ status: 0 }));
+        const r = await get(`${base}${path}`, agent, undefined, headers).catch(() => ({ status: 0 }));
         if (r.status === 200) done++;
         else failed++;
       }

@@ -1,13 +1,18 @@
 /**
  * npm run bench:server: the drain's overhead, zero failures under load with a SIGTERM, and
- * throughput against a bare Express app serving the same routes, all in one run.
+ * throughput against a bare Express app serving the same routes, all in one run; the DB
+ * route with an account key (authentication and row-level security included), and the
+ * isolation's own cost on the bare app.
  */
 import http from 'node:http';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startServer, start, type Proc } from '../test/helpers/process.js';
 import { get, loadAcrossSigterm } from '../test/helpers/load.js';
+import { newApiKey } from '../app/auth.js';
 import { benchPostgres, fmt, median, throughput } from './lib.js';
+
+const BENCH_ADMIN_KEY = 'bench-admin-key-0123456789abcdefghijklmnop';
 
 const CYCLES = Number(process.env.BENCH_DRAIN_CYCLES ?? 12);
 const LOAD_REQUESTS = Number(process.env.BENCH_LOAD_REQUESTS ?? 2500);
@@ -38,8 +43,15 @@ async function zeroFailures(url: string) {
   return loadAcrossSigterm(server, { connections: 40, requests: LOAD_REQUESTS });
 }
 
+/** What one throughput figure measures: a route on our server or on the bare one. */
+interface Measure {
+  readonly server: 'ours' | 'bare';
+  readonly path: string;
+  readonly headers?: Record<string, string>;
+}
+
 async function throughputs(url: string) {
-  // One account with usage, so the DB-backed route does its real join.
+  // One account with usage, so the DB-backed route does its real join, and an API key for it.
   const seed = start(['migrate'], { DATABASE_URL: url });
   await seed.exited;
   const pgmod = (await import('pg')).default;
@@ -49,23 +61,34 @@ async function throughputs(url: string) {
   await client.query(`INSERT INTO usage (account_id, metric, quantity) SELECT id, 'api_calls', 3 FROM accounts`);
   await client.query('REFRESH MATERIALIZED VIEW account_usage_30d');
   const { rows } = await client.query<{ id: string }>('SELECT id::text FROM accounts LIMIT 1');
+  const account = rows[0]!.id;
+  const key = newApiKey();
+  await client.query('INSERT INTO api_keys (account_id, prefix, key_hash) VALUES ($1, $2, $3)', [account, key.prefix, key.hash]);
   await client.end();
-  const routes = ['/healthz', `/accounts/${rows[0]!.id}`];
 
-  const results: Record<string, { ours: number[]; bare: number[] }> = {};
-  for (const r of routes) results[r] = { ours: [], bare: [] };
+  const measures = {
+    healthOurs: { server: 'ours', path: '/healthz' },
+    healthBare: { server: 'bare', path: '/healthz' },
+    // The whole path of a tenant's request: key lookup, then the query under RLS in a transaction.
+    dbOurs: { server: 'ours', path: `/accounts/${account}`, headers: { authorization: `Bearer ${key.key}` } },
+    dbBare: { server: 'bare', path: `/accounts/${account}` },
+    // The same SQL on the bare app, through withIdentity: the isolation's cost alone.
+    dbBareIsolated: { server: 'bare', path: `/isolated/accounts/${account}` },
+  } satisfies Record<string, Measure>;
+  const results = Object.fromEntries(Object.keys(measures).map((k) => [k, [] as number[]])) as Record<keyof typeof measures, number[]>;
   for (let round = 0; round < 3; round++) {
     for (const which of round % 2 ? (['bare', 'ours'] as const) : (['ours', 'bare'] as const)) {
       const proc: Proc & { url: string } =
         which === 'ours'
-          ? await startServer({ DATABASE_URL: url, LOG_LEVEL: 'info', ENABLE_WORKERS: 'false' })
+          ? await startServer({ DATABASE_URL: url, LOG_LEVEL: 'info', ENABLE_WORKERS: 'false', ADMIN_API_KEY: BENCH_ADMIN_KEY })
           : await startBare(url);
       // The server's log lines (one per request with the access log) still get written, but this
       // process, which also generates the load, no longer parses them.
       proc.child.stdout!.removeAllListeners('data').resume();
-      for (const route of routes) {
-        await throughput(proc.url, route, { seconds: 1 }); // warm-up
-        results[route]![which].push(await throughput(proc.url, route, { seconds: 3 }));
+      for (const [name, m] of Object.entries(measures) as [keyof typeof measures, Measure][]) {
+        if (m.server !== which) continue;
+        await throughput(proc.url, m.path, { seconds: 1, headers: m.headers }); // warm-up
+        results[name].push(await throughput(proc.url, m.path, { seconds: 3, headers: m.headers }));
       }
       proc.kill('SIGTERM');
       await proc.exited;
@@ -98,11 +121,16 @@ async function main() {
     );
 
     const tp = await throughputs(url);
-    for (const [route, { ours, bare }] of Object.entries(tp)) {
+    const ratio = (label: string, ours: number[], base: number[], baseLabel: string, target: string) => {
       const o = median(ours);
-      const b = median(bare);
-      console.log(`throughput ${route}: ${fmt(o, 0)} req/s vs bare Express ${fmt(b, 0)} req/s = ${fmt(o / b, 2)}x (target >= 0.9x; median of 3 rounds)`);
-    }
+      const b = median(base);
+      console.log(`${label}: ${fmt(o, 0)} req/s vs ${baseLabel} ${fmt(b, 0)} req/s = ${fmt(o / b, 2)}x (${target}; median of 3 rounds)`);
+      return o / b;
+    };
+    ratio('throughput /healthz', tp.healthOurs, tp.healthBare, 'bare Express', 'target >= 0.9x');
+    ratio('throughput GET /accounts/:id with an account key (auth + RLS)', tp.dbOurs, tp.dbBare, 'bare Express, same SQL, no auth, no RLS', 'target >= 0.85x');
+    const isolated = ratio('isolation alone: bare Express through withIdentity', tp.dbBareIsolated, tp.dbBare, 'plain pool.query', 'no target');
+    console.log(`isolation overhead: ${fmt((1 - isolated) * 100, 0)}% of the DB route's throughput on the bare app`);
   } finally {
     await pg.stop();
   }

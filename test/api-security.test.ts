@@ -14,7 +14,7 @@ import { loadConfig } from '../app/config.js';
 import { createPool, type Pool } from '../app/db.js';
 import { DrainableServer } from '../app/http-server.js';
 import { createLogger } from '../app/logger.js';
-import { APP_ROLE, OPERATOR, withIdentity } from '../app/tenancy.js';
+import { APP_ROLE, OPERATOR, queryAs, withIdentity } from '../app/tenancy.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 
 const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
@@ -82,6 +82,12 @@ describe('who may call', () => {
     expect401(await call('not-a-key', 'GET', '/accounts'), /Invalid API key/);
     expect401(await call(`sbk_${'A'.repeat(43)}`, 'GET', '/accounts'), /Invalid API key/);
     expect401(await call(`${ADMIN_KEY}x`, 'GET', '/accounts'), /Invalid API key/);
+    // An unknown account key is refused even where the answer comes before any query.
+    const unknown = `sbk_${'B'.repeat(43)}`;
+    expect401(await call(unknown, 'GET', '/nope'), /Invalid API key/);
+    expect401(await call(unknown, 'GET', '/accounts/abc'), /Invalid API key/);
+    expect401(await call(unknown, 'POST', '/accounts', { name: 'x', email: 'x@example.com' }), /Invalid API key/);
+    expect401(await call(unknown, 'POST', '/accounts/1/usage', { metric: 'api_calls', quantity: 1 }), /Invalid API key/);
     // A route that does not exist answers 401 too: routes cannot be probed without a key.
     expect401(await call(null, 'GET', '/nope'), /Authorization required/);
     expect401(await call(null, 'POST', '/accounts', { name: 'x', email: 'x@example.com', unitPriceCents: 0 }), /Authorization required/);
@@ -321,6 +327,13 @@ describe('response headers', () => {
 });
 
 describe('the database path', () => {
+  it('queryAs writes parameters as exact literals, quotes and backslashes included', async () => {
+    const tricky = `it's a \\ back'slash'); DROP TABLE accounts; --`;
+    const rows = await queryAs<{ v: string; n: string; role: string }>(pool, OPERATOR, 'SELECT $1::text AS v, $2::int AS n, current_user AS role', [tricky, 42]);
+    expect(rows).toEqual([{ v: tricky, n: 42, role: APP_ROLE }]);
+    expect(await db.query("SELECT to_regclass('accounts') IS NOT NULL AS ok")).toEqual([{ ok: true }]);
+  });
+
   it('runs the billing job statements through the same role', async () => {
     // The operator identity is what billing-run and report-aggregation use (app/jobs/per-account.ts).
     const { rows } = await withIdentity(pool, OPERATOR, (q) => q.query<{ role: string }>('SELECT current_user AS role'));

@@ -12,9 +12,9 @@ export interface Reply {
 }
 
 /** GET `url`; `onSent` runs when the request's bytes have been written to its socket. */
-export function get(url: string, agent: http.Agent | false, onSent?: () => void): Promise<Reply> {
+export function get(url: string, agent: http.Agent | false, onSent?: () => void, headers?: http.OutgoingHttpHeaders): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = http.get(url, { agent }, (res) => {
+    const req = http.get(url, { agent, headers }, (res) => {
       let body = '';
       res.setEncoding('utf8').on('data', (c: string) => (body += c));
       res.on('end', () => resolve({ status: res.statusCode!, body, headers: res.headers }));
