@@ -334,6 +334,11 @@ describe('the database path', () => {
     expect(await db.query("SELECT to_regclass('accounts') IS NOT NULL AS ok")).toEqual([{ ok: true }]);
   });
 
+  it('queryAs survives a failing statement: the next run of the same statement works', async () => {
+    await expect(queryAs(pool, OPERATOR, 'SELECT 10 / $1::int AS x', [0])).rejects.toThrow(/division by zero/);
+    for (let i = 0; i < 6; i++) expect(await queryAs(pool, OPERATOR, 'SELECT 10 / $1::int AS x', [2])).toEqual([{ x: 5 }]);
+  });
+
   it('runs the billing job statements through the same role', async () => {
     // The operator identity is what billing-run and report-aggregation use (app/jobs/per-account.ts).
     const { rows } = await withIdentity(pool, OPERATOR, (q) => q.query<{ role: string }>('SELECT current_user AS role'));
