@@ -4,9 +4,10 @@
  *
  * Account keys are `sbk_` + 43 base64url characters (32 random bytes): the prefix makes a
  * leaked key recognisable in a log or to a secret scanner. Only the key's SHA-256 is stored,
- * and a key is found by that hash, by an index lookup in Postgres: nothing compares the
- * secret itself, and a hash's timing tells nothing about the key (it cannot be inverted). The admin key is compared as a SHA-256 digest with
- * timingSafeEqual, so the comparison takes the same time whatever the caller sent.
+ * and a key is found by that hash with an index lookup in Postgres: nothing compares the
+ * secret itself, and the lookup's timing says nothing about the key, since a hash cannot be
+ * steered. The admin key is compared as a SHA-256 digest with timingSafeEqual, so the
+ * comparison takes the same time whatever the caller sent.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';

@@ -2,7 +2,7 @@
  * Migrations under concurrency, lock keys, and the local launcher behind `npm start`.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -68,6 +68,11 @@ describe('npm start (the local launcher)', () => {
       for (let i = 0; i < 300 && !out.includes('listening on port'); i++) await new Promise((r) => setTimeout(r, 100));
       expect(out).toContain('local Postgres ready');
       expect((await fetch(`http://127.0.0.1:${apiPort}/readyz`)).status).toBe(200);
+      // It prints the development admin key it gave the API, so the docs' curl examples work as pasted.
+      const key = /development admin key \(from \.data\/admin-api-key\): (\S+)/.exec(out)?.[1];
+      expect(key).toBe(readFileSync('.data/admin-api-key', 'utf8').trim());
+      expect((await fetch(`http://127.0.0.1:${apiPort}/accounts`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200);
+      expect((await fetch(`http://127.0.0.1:${apiPort}/accounts`)).status).toBe(401);
 
       process.kill(-child.pid!, 'SIGINT'); // what Ctrl-C does: SIGINT to the whole foreground group
       expect(await exited).toBe(0);

@@ -6,6 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, eventually, type TestDatabase } from './helpers/db.js';
 import { startServer, type LogLine } from './helpers/process.js';
 
+const ADMIN_API_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const admin = { authorization: `Bearer ${ADMIN_API_KEY}` };
+
 let db: TestDatabase;
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -71,10 +74,10 @@ describe('a background worker on two replicas', () => {
 
 describe('the access log', () => {
   it('logs each request with its id, status and duration, but not the health checks', async () => {
-    const server = await startServer({ DATABASE_URL: db.url, ENABLE_WORKERS: 'false' });
+    const server = await startServer({ DATABASE_URL: db.url, ENABLE_WORKERS: 'false', ADMIN_API_KEY });
     await fetch(`${server.url}/healthz`);
     await fetch(`${server.url}/readyz`);
-    const reply = await fetch(`${server.url}/accounts/999999`, { headers: { 'x-request-id': 'trace-me' } });
+    const reply = await fetch(`${server.url}/accounts/999999`, { headers: { 'x-request-id': 'trace-me', ...admin } });
     expect(reply.status).toBe(404);
     const line = await server.waitForLog((l) => l.msg === 'request');
     expect(line).toMatchObject({ requestId: 'trace-me', method: 'GET', path: '/accounts/999999', status: 404, completed: true });
@@ -87,11 +90,11 @@ describe('the access log', () => {
 
 describe('the in-process worker', () => {
   it('refreshes the usage summary that GET /accounts/:id shows', async () => {
-    const server = await startServer({ DATABASE_URL: db.url, USAGE_SUMMARY_REFRESH_MS: '200' });
-    const account = await (await fetch(`${server.url}/accounts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'Worker Co', email: 'ops@worker.example' }) })).json() as { id: string };
-    await fetch(`${server.url}/accounts/${account.id}/usage`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ metric: 'api_calls', quantity: 42 }) });
+    const server = await startServer({ DATABASE_URL: db.url, USAGE_SUMMARY_REFRESH_MS: '200', ADMIN_API_KEY });
+    const account = await (await fetch(`${server.url}/accounts`, { method: 'POST', headers: { 'content-type': 'application/json', ...admin }, body: JSON.stringify({ name: 'Worker Co', email: 'ops@worker.example' }) })).json() as { id: string };
+    await fetch(`${server.url}/accounts/${account.id}/usage`, { method: 'POST', headers: { 'content-type': 'application/json', ...admin }, body: JSON.stringify({ metric: 'api_calls', quantity: 42 }) });
     const shown = await eventually(async () => {
-      const body = (await (await fetch(`${server.url}/accounts/${account.id}`)).json()) as { usage30d: { quantity: number } };
+      const body = (await (await fetch(`${server.url}/accounts/${account.id}`, { headers: admin })).json()) as { usage30d: { quantity: number } };
       return body.usage30d.quantity === 42;
     }, 3000);
     expect(shown).toBe(true);
