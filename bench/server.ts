@@ -129,7 +129,7 @@ async function main() {
     };
     ratio('throughput /healthz', tp.healthOurs, tp.healthBare, 'bare Express', 'target >= 0.9x');
     ratio('throughput GET /accounts/:id with an account key (auth + RLS)', tp.dbOurs, tp.dbBare, 'bare Express, same SQL, no auth, no RLS', 'target >= 0.85x');
-    const isolated = ratio('isolation alone: bare Express through withIdentity', tp.dbBareIsolated, tp.dbBare, 'plain pool.query', 'no target');
+    const isolated = ratio('isolation alone: bare Express through queryAs (role, identity, RLS)', tp.dbBareIsolated, tp.dbBare, 'plain pool.query', 'no target');
     console.log(`isolation overhead: ${fmt((1 - isolated) * 100, 0)}% of the DB route's throughput on the bare app`);
   } finally {
     await pg.stop();
