@@ -6,7 +6,8 @@
  * unknown route 404; anything unexpected 500 with no stack (the stack goes to the log).
  *
  * Every route past the health and debug ones needs `Authorization: Bearer <key>`
- * (app/auth.ts) and runs its SQL through `withIdentity` (app/tenancy.ts), so Postgres's
+ * (app/auth.ts) and runs its SQL as the caller (app/tenancy.ts: `queryAs` for one-statement
+ * reads, `withIdentity` for the rest), so Postgres's
  * row-level policies, not the handlers' WHERE clauses, decide which rows a caller can reach:
  * another tenant's row is simply not there, and answers the same 404 as a missing one.
  */
