@@ -7,9 +7,9 @@
  *
  * Every route past the health and debug ones needs `Authorization: Bearer <key>`
  * (app/auth.ts) and runs its SQL as the caller (app/tenancy.ts: `queryAs` for one-statement
- * reads, `withIdentity` for the rest), so Postgres's
- * row-level policies, not the handlers' WHERE clauses, decide which rows a caller can reach:
- * another tenant's row is simply not there, and answers the same 404 as a missing one.
+ * reads, `withIdentity` for the rest), so Postgres's row-level policies, not the handlers'
+ * WHERE clauses, decide which rows a caller can reach: another tenant's row is simply not
+ * there, and answers the same 404 as a missing one.
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { randomUUID } from 'node:crypto';
