@@ -16,9 +16,9 @@ import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as events from 'aws-cdk-lib/aws-events';
-import * as targets from 'aws-cdk-lib/aws-events-targets';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
+import { AlertTarget } from './alerts.js';
 import { JOB_DEFAULTS } from './defaults.js';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from './metrics.js';
 import { missedRunWindow } from './missed-run.js';
@@ -90,7 +90,7 @@ export class JobMonitoring extends Construct {
       description: 'A scheduled job task stopped with a non-zero exit code or failed to start',
       eventPattern: crashEventPattern(props.cluster, props.jobs),
     });
-    this.crashRule.addTarget(new targets.SnsTopic(props.topic, { message: crashMessage() }));
+    this.crashRule.addTarget(new AlertTarget(props.topic, crashMessage()));
 
     this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
       dashboardName: `${prefix}-jobs`,
@@ -195,20 +195,21 @@ export function crashEventPattern(cluster: ecs.ICluster, jobs: ScheduledJobs): e
   };
 }
 
+/** Event fields are whole JSON values, never spliced into strings (see lib/service-monitoring.ts). */
 function crashMessage(): events.RuleTargetInput {
   const field = (path: string) => events.EventField.fromPath(path);
-  return events.RuleTargetInput.fromText([
-    `A scheduled job task stopped abnormally: ${field('$.detail.group')}`,
-    '',
-    `Exit code: ${field('$.detail.containers[0].exitCode')}  (1 failed or timed out, 2 usage error, 3 interrupted by SIGTERM with a checkpoint saved, 137 killed: out of memory or stopTimeout)`,
-    `Container reason: ${field('$.detail.containers[0].reason')}`,
-    `Stop code: ${field('$.detail.stopCode')}`,
-    `Stopped reason: ${field('$.detail.stoppedReason')}`,
-    `Task: ${field('$.detail.taskArn')}`,
-    `Stopped at: ${field('$.detail.stoppedAt')}`,
-    '',
-    `Runbook: ${RUNBOOK.crashed}`,
-  ].join('\n'));
+  return events.RuleTargetInput.fromObject({
+    alert: 'A scheduled job task stopped abnormally',
+    group: field('$.detail.group'),
+    exitCode: field('$.detail.containers[0].exitCode'),
+    exitCodes: '1 failed or timed out, 2 usage error, 3 interrupted by SIGTERM with a checkpoint saved, 137 killed: out of memory or stopTimeout',
+    containerReason: field('$.detail.containers[0].reason'),
+    stopCode: field('$.detail.stopCode'),
+    stoppedReason: field('$.detail.stoppedReason'),
+    task: field('$.detail.taskArn'),
+    stoppedAt: field('$.detail.stoppedAt'),
+    runbook: RUNBOOK.crashed,
+  });
 }
 
 function dashboardRow(scheduled: ScheduledJob, namespace: string): cloudwatch.IWidget[] {
