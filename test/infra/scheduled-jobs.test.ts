@@ -1,6 +1,7 @@
 import { Match, type Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CONTAINER, JOB_DEFAULTS } from '../../lib/defaults.js';
+import { RUNBOOK } from '../../lib/job-monitoring.js';
 import { JOBS, type JobDefinition } from '../../lib/jobs.js';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from '../../lib/metrics.js';
 import { longestIntervalMs, parseSchedule } from '../../lib/schedule.js';
@@ -249,10 +250,10 @@ describe('the crash alert', () => {
     expect(target.Arn).toEqual({ Ref: expect.stringMatching(/^AlertsTopic/) });
     const paths = Object.values(target.InputTransformer.InputPathsMap);
     expect(paths).toEqual(expect.arrayContaining(['$.detail.group', '$.detail.containers[0].exitCode', '$.detail.stopCode', '$.detail.stoppedReason', '$.detail.taskArn']));
-    const text = JSON.parse(target.InputTransformer.InputTemplate) as string;
-    expect(text).toMatch(/^A scheduled job task stopped abnormally: </);
-    expect(text).toContain('Exit code: <');
-    expect(text).toContain('Runbook: README.md#job-task-crashed');
+    const template = target.InputTransformer.InputTemplate as string;
+    expect(template).toMatch(/^\{"alert":"A scheduled job task stopped abnormally",/);
+    expect(template).toContain('"exitCode":<');
+    expect(template).toContain(`"runbook":"${RUNBOOK.crashed}"`);
   });
 });
 

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../lib/job-monitoring.js';
 import { SERVICE_RUNBOOK } from '../../lib/service-monitoring.js';
 import { CONTEXT_SETTINGS, settingsFromContext } from '../../lib/settings.js';
-import { CDK_CONTEXT, errorMessage, EXTRA_JOB, jobsCopy, newApp } from './synth.js';
+import { CDK_CONTEXT, errorMessage, EXTRA_JOB, jobsCopy, newApp, TEST_ALERT_EMAIL } from './synth.js';
 
 describe('settings from cdk.json context', () => {
   it('reads values given on the command line (strings) as numbers, booleans and durations', () => {
@@ -47,7 +47,7 @@ describe('settings from cdk.json context', () => {
       logLevel: 'verbose',
       account: '123456789012',
     }).node));
-    expect(message).toMatch(/^The settings \(cdk\.json context\) of stack EcsSaasBackend has 10 problems:/);
+    expect(message).toMatch(/^The settings \(cdk\.json context\) of stack EcsSaasBackend-dev has 10 problems:/);
     expect(message).toContain('logLevel must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"');
     expect(message).toContain('desiredCount must be a whole number, got "two"');
     expect(message).toContain('unknown context key "databaseMultiAZ": did you mean "databaseMultiAz"?');
@@ -77,13 +77,13 @@ describe('bin/app.ts', () => {
     const outdir = mkdtempSync(path.join(tmpdir(), 'cdk-out-'));
     try {
       const run = spawnSync(process.execPath, ['--import', 'tsx', 'bin/app.ts'], {
-        env: { ...process.env, CDK_OUTDIR: outdir, CDK_CONTEXT_JSON: JSON.stringify({ ...CDK_CONTEXT, stopTimeout: 150, desiredCount: 9 }) },
+        env: { ...process.env, CDK_OUTDIR: outdir, CDK_CONTEXT_JSON: JSON.stringify({ ...CDK_CONTEXT, alertEmail: TEST_ALERT_EMAIL, stopTimeout: 150, desiredCount: 9 }) },
         encoding: 'utf8',
         timeout: 60_000,
       });
       expect(run.status).toBe(1);
       expect(run.stderr).toContain('stopTimeout must be a whole number of seconds between 2 and 120, got 150');
-      expect(run.stderr).toContain('desiredCount must be between minCapacity (2) and maxCapacity (6), got 9');
+      expect(run.stderr).toContain('desiredCount must be between minCapacity (1) and maxCapacity (2), got 9');
       expect(run.stderr).not.toMatch(/\n\s+at /);
     } finally {
       rmSync(outdir, { recursive: true, force: true });
