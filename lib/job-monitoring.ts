@@ -21,7 +21,7 @@ import { Construct } from 'constructs';
 import { AlertTarget } from './alerts.js';
 import { JOB_DEFAULTS } from './defaults.js';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from './metrics.js';
-import { missedRunWindow } from './missed-run.js';
+import { applyEvaluationWindow, missedRunWindow } from './missed-run.js';
 import { jobResourceName, type ScheduledJob, type ScheduledJobs } from './scheduled-jobs.js';
 
 export interface JobMonitoringProps {
@@ -108,28 +108,19 @@ export class JobMonitoring extends Construct {
 
     // validateScheduledJobs has already rejected every schedule this could not cover.
     const window = missedRunWindow(job, o.now)!;
-    const windowPeriod = Duration.seconds(window.periodSeconds);
-    const succeeded = jobMetric(JOB_METRICS.succeeded, cloudwatch.Stats.SUM, windowPeriod);
-    const missedRunMetric: cloudwatch.IMetric = window.capped
-      ? new cloudwatch.MathExpression({
-        expression: 'FILL(succeeded, 0) + FILL(heartbeats, 0)',
-        usingMetrics: { succeeded, heartbeats: jobMetric(JOB_METRICS.heartbeat, cloudwatch.Stats.SUM, windowPeriod) },
-        period: windowPeriod,
-        label: 'Successes and heartbeats',
-      })
-      : succeeded;
-    const windowText = formatDuration(window.periodSeconds);
+    const windowText = formatDuration(window.periodSeconds * window.evaluationPeriods);
     const missedRun = new cloudwatch.Alarm(scope, 'MissedRun', {
       alarmName: name('missed-run'),
-      alarmDescription: window.capped
-        ? `${job.name} has neither succeeded nor run at all for ${windowText} (CloudWatch's longest window; schedule ${job.schedule}). Runbook: ${RUNBOOK.missedRun}`
+      alarmDescription: window.alignment === 'wall-clock'
+        ? `${job.name} has not succeeded in the last ${windowText} of whole UTC days (schedule ${job.schedule}). Runbook: ${RUNBOOK.missedRun}`
         : `${job.name} has not succeeded for ${windowText} (the longest gap of ${job.schedule} plus ${job.missedRunGraceMinutes} min grace). Runbook: ${RUNBOOK.missedRun}`,
-      metric: missedRunMetric,
+      metric: jobMetric(JOB_METRICS.succeeded, cloudwatch.Stats.SUM, Duration.seconds(window.periodSeconds)),
       threshold: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-      evaluationPeriods: 1,
+      evaluationPeriods: window.evaluationPeriods,
       treatMissingData: cloudwatch.TreatMissingData.BREACHING,
     });
+    applyEvaluationWindow(missedRun, window);
 
     const failed = new cloudwatch.Alarm(scope, 'Failed', {
       alarmName: name('failed'),
