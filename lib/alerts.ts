@@ -9,6 +9,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Stack, Token } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
+import { onlyServicesGetGrants } from './guard.js';
 import { throwIfProblems } from './validation.js';
 
 /** The alertEmail that opts out of the email subscription: the topic is subscribed elsewhere. */
@@ -55,6 +56,7 @@ export class Alerts extends Construct {
       description: 'Encrypts the alert topic',
       enableKeyRotation: true,
     });
+    onlyServicesGetGrants(this.key);
     // The AWS-managed SNS key cannot be used here: CloudWatch and EventBridge publish to an
     // encrypted topic only when the key's policy lets them, and only a customer key's policy can.
     this.key.addToResourcePolicy(new iam.PolicyStatement({

@@ -125,6 +125,8 @@ export class Database extends Construct {
       removalPolicy: retain ? RemovalPolicy.SNAPSHOT : RemovalPolicy.DESTROY,
       autoMinorVersionUpgrade: true,
       copyTagsToSnapshot: true,
+      // Slow queries, errors and connection logs (per the parameter group) land in CloudWatch Logs.
+      cloudwatchLogsExports: ['postgresql', 'upgrade'],
     });
     // A snapshot without its password is of little use: the secret stays whenever the data does.
     (instance.node.findChild('Secret') as secretsmanager.Secret).applyRemovalPolicy(retain ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY);

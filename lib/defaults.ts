@@ -158,7 +158,8 @@ export const STAGE_DEFAULTS = {
     databaseInstanceType: 't4g.small',
     databaseMultiAz: true,
     natGateways: 2,
-    logRetentionDays: 90,
+    /** A year: the Control Tower guard rule's minimum, and a year of billing disputes. */
+    logRetentionDays: 365,
     deletionProtection: true,
     retainData: true,
   },

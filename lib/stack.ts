@@ -7,6 +7,8 @@ import { CfnOutput, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
@@ -20,6 +22,7 @@ import { JobMonitoring } from './job-monitoring.js';
 import { JOBS, type JobDefinition } from './jobs.js';
 import { ScheduledJobs, validateScheduledJobs } from './scheduled-jobs.js';
 import { ServiceMonitoring } from './service-monitoring.js';
+import { onlyServicesGetGrants } from './guard.js';
 import { InvalidSettingsError, Problems } from './validation.js';
 import { ApiFirewall, validateApiFirewallProps, type ApiFirewallProps } from './waf.js';
 import { validateWebServiceProps, WebService, type WebServiceProps } from './web-service.js';
@@ -126,6 +129,8 @@ export class BackendStack extends Stack {
   public readonly alerts: Alerts;
   /** The tasks' log group; the jobs' EMF lines become metrics from here. */
   public readonly logGroup: logs.LogGroup;
+  /** Encrypts the log group. */
+  public readonly logKey: kms.Key;
   /** ALB access logs, S3 server access logs and VPC flow logs. */
   public readonly logBucket: s3.Bucket;
   /** Where jobs with `usesExportBucket` write; undefined when no job in the table does. */
@@ -180,8 +185,20 @@ export class BackendStack extends Stack {
     this.alerts = new Alerts(this, 'Alerts', { email: props.alertEmail });
     this.alerts.key.applyRemovalPolicy(removalPolicy);
     this.database = new Database(this, 'Database', { vpc: this.vpc, ...props.database });
+    this.logKey = new kms.Key(this, 'LogKey', { description: 'Encrypts the tasks\' log group', enableKeyRotation: true, removalPolicy });
+    onlyServicesGetGrants(this.logKey);
+    // CloudWatch Logs encrypts with the key only when its policy lets the region's Logs service
+    // do so, and then only for this account's log groups (the encryption context names them).
+    this.logKey.addToResourcePolicy(new iam.PolicyStatement({
+      sid: 'CloudWatchLogsEncryptsThisAccountsLogGroups',
+      principals: [new iam.ServicePrincipal(`logs.${this.region}.amazonaws.com`)],
+      actions: ['kms:Encrypt*', 'kms:Decrypt*', 'kms:ReEncrypt*', 'kms:GenerateDataKey*', 'kms:Describe*'],
+      resources: ['*'],
+      conditions: { ArnLike: { 'kms:EncryptionContext:aws:logs:arn': `arn:${this.partition}:logs:${this.region}:${this.account}:log-group:*` } },
+    }));
     this.logGroup = new logs.LogGroup(this, 'Logs', {
       retention: props.logRetentionDays as logs.RetentionDays,
+      encryptionKey: this.logKey,
       removalPolicy,
     });
     this.exportBucket = jobs.some((j) => j.usesExportBucket)

@@ -47,7 +47,7 @@ describe.each(['dev', 'prod'] as const)('stage %s', (stage) => {
     const secret = only(resources(template, 'AWS::SecretsManager::Secret')) as any;
     expect(secret.DeletionPolicy).toBe(d.retainData ? 'Retain' : 'Delete');
     for (const type of ['AWS::Logs::LogGroup', 'AWS::KMS::Key']) {
-      expect((only(resources(template, type)) as any).DeletionPolicy, type).toBe(d.retainData ? 'Retain' : 'Delete');
+      for (const [id, resource] of Object.entries(resources(template, type))) expect((resource as any).DeletionPolicy, id).toBe(d.retainData ? 'Retain' : 'Delete');
     }
   });
 });
