@@ -8,7 +8,7 @@
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { spawnPostgresHost, type PostgresHost } from './embedded-postgres.js';
+import { LocalPostgresError, spawnPostgresHost, type PostgresHost } from './embedded-postgres.js';
 
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 
@@ -17,10 +17,11 @@ async function startPostgres(): Promise<PostgresHost> {
   const port = Number(process.env.LOCAL_PG_PORT ?? 54329);
   try {
     const host = await spawnPostgresHost({ dataDir, port, persistent: true, database: process.env.LOCAL_PG_DATABASE ?? 'app' });
-    process.stderr.write(`local Postgres ready at ${host.url.replace(/:[^:@/]*@/, ':***@')} (data in ${dataDir})\n`);
+    process.stderr.write(`local Postgres ready at ${host.url.replace(/:[^:@/]*@/, ':***@')} (data in ${host.dataDir})\n`);
     return host;
   } catch (err) {
-    process.stderr.write(`${(err as Error).message}\nSet DATABASE_URL to use another database, or LOCAL_PG_PORT if port ${port} is taken.\n`);
+    if (!(err instanceof LocalPostgresError)) throw err;
+    process.stderr.write(`${err.message}. Set DATABASE_URL to use another database, or LOCAL_PG_PORT if port ${port} is taken.\n`);
     process.exit(1);
   }
 }
