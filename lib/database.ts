@@ -138,7 +138,7 @@ export class Database extends Construct {
     if (!(props.multiAz ?? DATABASE_DEFAULTS.multiAz)) {
       Validations.of(instance).acknowledge({
         id: 'AwsSolutions-RDS3',
-        reason: 'Single-AZ by default to keep the idle cost low (see README, Cost); set context databaseMultiAz=true for production. Backups and a final snapshot still protect the data.',
+        reason: 'Single-AZ by default to keep the idle cost low (see docs/infrastructure.md, Cost); set context databaseMultiAz=true for production. Backups and a final snapshot still protect the data.',
       });
     }
     if (!(props.deletionProtection ?? DATABASE_DEFAULTS.deletionProtection)) {
@@ -149,7 +149,7 @@ export class Database extends Construct {
     }
     Validations.of(instance).acknowledge({
       id: 'AwsSolutions-SMG4',
-      reason: 'ECS injects the password into each task when it starts, so an automatic rotation would break the running tasks\' new connections until they are replaced. Rotate by hand with a forced new deployment (see README, Runbook).',
+      reason: 'ECS injects the password into each task when it starts, so an automatic rotation would break the running tasks\' new connections until they are replaced. Rotate by hand with a forced new deployment (see docs/operations.md).',
     });
     return instance;
   }

@@ -49,11 +49,11 @@ export interface JobAlarms {
 
 /** The runbook's sections, linked from every alarm's description and the crash alert. */
 export const RUNBOOK = {
-  missedRun: 'README.md#missed-run',
-  failed: 'README.md#job-failed',
-  delivery: 'README.md#delivery-failed',
-  deadLetters: 'README.md#dead-letters',
-  crashed: 'README.md#job-task-crashed',
+  missedRun: 'docs/operations.md#missed-run',
+  failed: 'docs/operations.md#job-failed',
+  delivery: 'docs/operations.md#delivery-failed',
+  deadLetters: 'docs/operations.md#dead-letters',
+  crashed: 'docs/operations.md#job-task-crashed',
 } as const;
 
 export class JobMonitoring extends Construct {

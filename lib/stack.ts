@@ -259,7 +259,7 @@ export class BackendStack extends Stack {
     for (const subnet of this.vpc.privateSubnets) service.node.addDependency(subnet.internetConnectivityEstablished);
     if (this.database.instance) service.node.addDependency(...this.database.instance.connections.securityGroups);
 
-    // What the runbook's commands need (README.md, Runbook).
+    // What the runbook's commands need (docs/operations.md).
     const scheme = props.service?.certificateArn ? 'https' : 'http';
     new CfnOutput(this, 'ApiUrl', { value: `${scheme}://${this.webService.loadBalancer.loadBalancerDnsName}` });
     new CfnOutput(this, 'ClusterName', { value: this.cluster.clusterName });

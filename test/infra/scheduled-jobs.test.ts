@@ -179,7 +179,7 @@ describe('scheduled jobs, the jobs table as shipped', () => {
       expect(alarms['dead-letters']).toMatchObject({ Namespace: 'AWS/SQS', MetricName: 'ApproximateNumberOfMessagesVisible' });
       for (const alarm of Object.values(alarms)) {
         expect(alarm.AlarmActions).toEqual([{ Ref: expect.stringMatching(/^AlertsTopic/) }]);
-        expect(alarm.AlarmDescription).toMatch(/Runbook: README\.md#/);
+        expect(alarm.AlarmDescription).toMatch(/Runbook: docs\/operations\.md#/);
       }
     }
   });

@@ -6,6 +6,7 @@ import { Duration } from 'aws-cdk-lib';
 import { describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../lib/job-monitoring.js';
 import { SERVICE_RUNBOOK } from '../../lib/service-monitoring.js';
+import { STAGE_DEFAULTS, STAGES } from '../../lib/defaults.js';
 import { CONTEXT_SETTINGS, settingsFromContext } from '../../lib/settings.js';
 import { CDK_CONTEXT, errorMessage, EXTRA_JOB, jobsCopy, newApp, TEST_ALERT_EMAIL } from './synth.js';
 
@@ -91,23 +92,27 @@ describe('bin/app.ts', () => {
   });
 });
 
-describe('README', () => {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+describe('docs', () => {
+  const operations = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8');
+  const infrastructure = readFileSync(new URL('../../docs/infrastructure.md', import.meta.url), 'utf8');
 
   it('has a runbook section for every alarm and alert that links to one', () => {
     // GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens.
-    const anchors = readme.split('\n').filter((l) => l.startsWith('#')).map((l) =>
+    const anchors = operations.split('\n').filter((l) => l.startsWith('#')).map((l) =>
       l.replace(/^#+\s*/, '').toLowerCase().replace(/[^\w\s-]/g, '').replace(/\s/g, '-'));
     for (const link of [...Object.values(RUNBOOK), ...Object.values(SERVICE_RUNBOOK)]) {
-      expect(anchors, link).toContain(link.slice('README.md#'.length));
+      expect(link).toMatch(/^docs\/operations\.md#/);
+      expect(anchors, link).toContain(link.slice('docs/operations.md#'.length));
     }
   });
 
-  it('documents every context setting with its default', () => {
+  it('documents every context setting with its default, per stage where it follows the stage', () => {
     for (const [key, setting] of Object.entries(CONTEXT_SETTINGS)) {
-      const row = readme.split('\n').find((line) => line.startsWith(`| \`${key}\` |`));
-      expect(row, `README.md has no row for ${key}`).toBeDefined();
+      const row = infrastructure.split('\n').find((line) => line.startsWith(`| \`${key}\` |`));
+      expect(row, `docs/infrastructure.md has no row for ${key}`).toBeDefined();
       if (setting.default !== undefined) expect(row, key).toContain(`| \`${String(setting.default)}\` |`);
+      const perStage = (setting as { perStage?: keyof (typeof STAGE_DEFAULTS)['dev'] }).perStage;
+      if (perStage) for (const stage of STAGES) expect(row, key).toContain(`${stage} \`${String(STAGE_DEFAULTS[stage][perStage])}\``);
     }
   });
 });
