@@ -1,8 +1,8 @@
 /**
  * The deployment settings, read from CDK context (cdk.json, or `-c key=value`).
  *
- * Every key is listed here with what it sets and its default, and README.md documents the
- * same list (a test checks that it does). A value from the command line arrives as a string,
+ * Every key is listed here with what it sets and its default, and docs/infrastructure.md
+ * documents the same list (a test checks that it does). A value from the command line arrives as a string,
  * so numbers and booleans are parsed from strings as well as taken as JSON values.
  * Every problem, of any key, is reported in one error.
  */
@@ -17,7 +17,7 @@ type Kind = 'string' | 'integer' | 'boolean';
 
 interface Setting {
   readonly kind: Kind;
-  /** What the key sets, for the README. */
+  /** What the key sets, for the docs. */
   readonly doc: string;
   /** The default, as the docs show it. */
   readonly default: string | number | boolean | undefined;
@@ -56,6 +56,7 @@ export const CONTEXT_SETTINGS = {
   natGateways: staged('integer', `NAT gateways, 1 to ${NETWORK_DEFAULTS.maxAzs} (one per availability zone)`, 'natGateways'),
   logRetentionDays: staged('integer', 'Days the tasks\' logs are kept (a CloudWatch Logs value: 1, 3, 5, 7, 14, 30, 60, 90, ...)', 'logRetentionDays'),
   waf: setting('boolean', `An AWS WAF web ACL on the load balancer: a per-IP rate limit and the AWS managed common rule set (about ${WAF_DEFAULTS.monthlyPriceUsd} USD a month plus ${WAF_DEFAULTS.pricePerMillionRequestsUsd} USD per million requests)`, false),
+  guard: setting('boolean', 'Adds the Control Tower guard rules to synth (what `npm run check:guard` does)'),
   wafRateLimit: setting('integer', 'Requests per client IP in any 5 minutes before WAF blocks it (with `waf`)', WAF_DEFAULTS.rateLimit),
   logLevel: setting('string', 'LOG_LEVEL of every task', OBSERVABILITY_DEFAULTS.logLevel),
   metricsNamespace: setting('string', 'CloudWatch namespace of the job metrics (METRICS_NAMESPACE)', OBSERVABILITY_DEFAULTS.metricsNamespace),
