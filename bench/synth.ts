@@ -24,11 +24,11 @@ function synth(jobs: number): Run {
   const outdir = mkdtempSync(path.join(tmpdir(), 'bench-synth-'));
   try {
     const started = performance.now();
-    execFileSync(CDK, ['synth', '--quiet', '--app', 'node --import tsx bench/synth-app.ts', '--context', `benchJobs=${jobs}`, '--output', outdir], {
+    execFileSync(CDK, ['synth', '--quiet', '--app', 'node --import tsx bench/synth-app.ts', '--context', `benchJobs=${jobs}`, '--context', 'alertEmail=none', '--output', outdir], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     const seconds = (performance.now() - started) / 1_000;
-    const template = JSON.parse(readFileSync(path.join(outdir, 'EcsSaasBackend.template.json'), 'utf8'));
+    const template = JSON.parse(readFileSync(path.join(outdir, 'EcsSaasBackend-dev.template.json'), 'utf8'));
     return { seconds, resources: Object.keys(template.Resources).length };
   } finally {
     rmSync(outdir, { recursive: true, force: true });

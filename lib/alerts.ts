@@ -1,27 +1,40 @@
 /**
  * The one place every alert goes: an encrypted SNS topic with an email subscription.
  */
+import type * as events from 'aws-cdk-lib/aws-events';
+import type { aws_events as eventsRefs } from 'aws-cdk-lib/interfaces';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
-import { Annotations, Stack, Token } from 'aws-cdk-lib';
+import { Stack, Token } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
+import { onlyServicesGetGrants } from './guard.js';
 import { throwIfProblems } from './validation.js';
 
+/** The alertEmail that opts out of the email subscription: the topic is subscribed elsewhere. */
+export const SUBSCRIBED_ELSEWHERE = 'none';
+
 export interface AlertsProps {
-  /** The address that receives every alert; AWS mails it a confirmation link first. */
+  /**
+   * The address that receives every alert; AWS mails it a confirmation link first.
+   * `'none'` (SUBSCRIBED_ELSEWHERE) creates no subscription, for a topic subscribed by other means.
+   */
   readonly email: string;
 }
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
-/** RFC 2606's example domains: the placeholder cdk.json ships with is one. */
+/** RFC 2606's example domains: an address there reaches nobody. */
 const RESERVED_DOMAIN = /@(.+\.)?(example\.(com|net|org)|example|invalid|test|localhost)$/i;
+const HOW_TO_SET = `set it with \`cdk deploy -c alertEmail=oncall@yourcompany.com\` or in cdk.json's context, or to "${SUBSCRIBED_ELSEWHERE}" when the alert topic is subscribed elsewhere`;
 
 /** Every problem with `props`. */
 export function validateAlertsProps(props: Partial<AlertsProps>): string[] {
-  if (props.email === undefined || props.email === '') return ['alertEmail must be set: every alarm and crash alert is mailed to it'];
-  if (!Token.isUnresolved(props.email) && !EMAIL.test(props.email)) return [`alertEmail must be an email address, got ${JSON.stringify(props.email)}`];
+  const email = props.email;
+  if (email === undefined || email === '') return [`alertEmail must be set, since every alarm and crash alert is mailed to it: ${HOW_TO_SET}`];
+  if (Token.isUnresolved(email) || email === SUBSCRIBED_ELSEWHERE) return [];
+  if (!EMAIL.test(email)) return [`alertEmail must be an email address, got ${JSON.stringify(email)}: ${HOW_TO_SET}`];
+  if (RESERVED_DOMAIN.test(email)) return [`alertEmail is ${email}, a reserved example domain that reaches nobody: ${HOW_TO_SET}`];
   return [];
 }
 
@@ -34,11 +47,16 @@ export class Alerts extends Construct {
   constructor(scope: Construct, id: string, props: AlertsProps) {
     throwIfProblems('The alerts', validateAlertsProps(props));
     super(scope, id);
+    const stack = Stack.of(this);
+    // Only this account's alarms and rules may use the key and the topic (no confused deputy).
+    const fromThisAccount = { StringEquals: { 'aws:SourceAccount': stack.account } };
+    const alarms = `arn:${stack.partition}:cloudwatch:${stack.region}:${stack.account}:alarm:*`;
 
     this.key = new kms.Key(this, 'Key', {
       description: 'Encrypts the alert topic',
       enableKeyRotation: true,
     });
+    onlyServicesGetGrants(this.key);
     // The AWS-managed SNS key cannot be used here: CloudWatch and EventBridge publish to an
     // encrypted topic only when the key's policy lets them, and only a customer key's policy can.
     this.key.addToResourcePolicy(new iam.PolicyStatement({
@@ -46,6 +64,9 @@ export class Alerts extends Construct {
       principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com'), new iam.ServicePrincipal('events.amazonaws.com')],
       actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
       resources: ['*'],
+      // Only the account condition here: the key is used by SNS on the publisher's behalf, and
+      // the topic policy already names each alarm and rule.
+      conditions: fromThisAccount,
     }));
 
     this.topic = new sns.Topic(this, 'Topic', {
@@ -55,21 +76,35 @@ export class Alerts extends Construct {
     });
     // The topic policy CloudFormation writes replaces SNS's default one (which let the account's
     // alarms publish), so CloudWatch needs its own statement or every alarm action is denied.
-    const stack = Stack.of(this);
     this.topic.addToResourcePolicy(new iam.PolicyStatement({
       sid: 'AlarmsPublishToTheAlertTopic',
       principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
       actions: ['sns:Publish'],
       resources: [this.topic.topicArn],
+      conditions: { ...fromThisAccount, ArnLike: { 'aws:SourceArn': alarms } },
+    }));
+    if (props.email !== SUBSCRIBED_ELSEWHERE) this.topic.addSubscription(new subscriptions.EmailSubscription(props.email));
+  }
+}
+
+/**
+ * An EventBridge rule target that publishes `message` to the alert topic. Unlike
+ * `targets.SnsTopic`, which lets every EventBridge rule of any account publish, the topic
+ * policy statement it adds names this rule (aws:SourceArn) and this account (aws:SourceAccount).
+ */
+export class AlertTarget implements events.IRuleTarget {
+  constructor(private readonly topic: sns.ITopic, private readonly message: events.RuleTargetInput) {}
+
+  bind(rule: eventsRefs.IRuleRef): events.RuleTargetConfig {
+    this.topic.addToResourcePolicy(new iam.PolicyStatement({
+      principals: [new iam.ServicePrincipal('events.amazonaws.com')],
+      actions: ['sns:Publish'],
+      resources: [this.topic.topicArn],
       conditions: {
-        StringEquals: { 'aws:SourceAccount': stack.account },
-        ArnLike: { 'aws:SourceArn': `arn:${stack.partition}:cloudwatch:${stack.region}:${stack.account}:alarm:*` },
+        StringEquals: { 'aws:SourceAccount': Stack.of(rule).account },
+        ArnEquals: { 'aws:SourceArn': rule.ruleRef.ruleArn },
       },
     }));
-    this.topic.addSubscription(new subscriptions.EmailSubscription(props.email));
-    if (!Token.isUnresolved(props.email) && RESERVED_DOMAIN.test(props.email)) {
-      Annotations.of(this).addWarningV2('ecs-saas-backend:alertEmailPlaceholder',
-        `alertEmail is ${props.email}, a reserved example domain: no alert will reach anyone. Set alertEmail in cdk.json or with -c alertEmail=... before deploying.`);
-    }
+    return { arn: this.topic.topicArn, input: this.message, targetResource: this.topic };
   }
 }

@@ -81,6 +81,8 @@ export function addAppTask(scope: Construct, props: AppTaskProps): AppTask {
     image: props.runtime.image,
     command: props.command ? [...props.command] : undefined,
     essential: true,
+    // A hard limit equal to the task's: the one container may use it all, and no more.
+    memoryLimitMiB: props.memoryMiB,
     user: CONTAINER.user,
     readonlyRootFilesystem: true,
     stopTimeout: props.stopTimeout,

@@ -27,8 +27,13 @@ export interface DatabaseProps {
   readonly instanceType?: string;
   /** Run a new instance in two availability zones. @default false */
   readonly multiAz?: boolean;
-  /** Refuse to delete a new instance (the stack keeps a final snapshot either way). @default true */
+  /** Refuse to delete a new instance. @default true */
   readonly deletionProtection?: boolean;
+  /**
+   * When the stack deletes a new instance (a teardown, a rolled-back first deploy), keep a
+   * final snapshot and the secret with its password; otherwise both go. @default true
+   */
+  readonly retain?: boolean;
   /** A new instance's storage, GiB; it grows on its own up to five times this. @default 20 */
   readonly allocatedStorageGiB?: number;
 }
@@ -43,7 +48,7 @@ export function validateDatabaseProps(props: Omit<DatabaseProps, 'vpc'>): string
     if (!SECRET_ARN.test(props.secretArn)) {
       problems.add(`secretArn must be a Secrets Manager secret ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>), got ${JSON.stringify(props.secretArn)}`);
     }
-    for (const key of ['instanceType', 'multiAz', 'deletionProtection', 'allocatedStorageGiB'] as const) {
+    for (const key of ['instanceType', 'multiAz', 'deletionProtection', 'allocatedStorageGiB', 'retain'] as const) {
       if (props[key] !== undefined) problems.add(`${key} applies to a new instance only, but secretArn names an existing database; remove one of them`);
     }
   }
@@ -100,6 +105,7 @@ export class Database extends Construct {
       parameters: { 'rds.force_ssl': '1' },
     });
     const allocated = props.allocatedStorageGiB ?? DATABASE_DEFAULTS.allocatedStorageGiB;
+    const retain = props.retain ?? true;
     const instance = new rds.DatabaseInstance(this, 'Instance', {
       engine,
       instanceType: new ec2.InstanceType(props.instanceType ?? DATABASE_DEFAULTS.instanceType),
@@ -116,9 +122,14 @@ export class Database extends Construct {
       multiAz: props.multiAz ?? DATABASE_DEFAULTS.multiAz,
       deletionProtection: props.deletionProtection ?? DATABASE_DEFAULTS.deletionProtection,
       backupRetention: Duration.days(DATABASE_DEFAULTS.backupRetentionDays),
-      removalPolicy: RemovalPolicy.SNAPSHOT,
+      removalPolicy: retain ? RemovalPolicy.SNAPSHOT : RemovalPolicy.DESTROY,
       autoMinorVersionUpgrade: true,
+      copyTagsToSnapshot: true,
+      // Slow queries, errors and connection logs (per the parameter group) land in CloudWatch Logs.
+      cloudwatchLogsExports: ['postgresql', 'upgrade'],
     });
+    // A snapshot without its password is of little use: the secret stays whenever the data does.
+    (instance.node.findChild('Secret') as secretsmanager.Secret).applyRemovalPolicy(retain ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY);
 
     Validations.of(instance).acknowledge({
       id: 'AwsSolutions-RDS11',
@@ -127,18 +138,18 @@ export class Database extends Construct {
     if (!(props.multiAz ?? DATABASE_DEFAULTS.multiAz)) {
       Validations.of(instance).acknowledge({
         id: 'AwsSolutions-RDS3',
-        reason: 'Single-AZ by default to keep the idle cost low (see README, Cost); set context databaseMultiAz=true for production. Backups and a final snapshot still protect the data.',
+        reason: 'Single-AZ by default to keep the idle cost low (see docs/infrastructure.md, Cost); set context databaseMultiAz=true for production. Backups and a final snapshot still protect the data.',
       });
     }
     if (!(props.deletionProtection ?? DATABASE_DEFAULTS.deletionProtection)) {
       Validations.of(instance).acknowledge({
         id: 'AwsSolutions-RDS10',
-        reason: 'Deletion protection was turned off on purpose with context databaseDeletionProtection=false (e.g. a throwaway environment); the stack still keeps a final snapshot.',
+        reason: 'Deletion protection is off on purpose: the dev stage (or context deletionProtection=false) must roll back a failed first deploy and tear down cleanly; prod keeps it on.',
       });
     }
     Validations.of(instance).acknowledge({
       id: 'AwsSolutions-SMG4',
-      reason: 'ECS injects the password into each task when it starts, so an automatic rotation would break the running tasks\' new connections until they are replaced. Rotate by hand with a forced new deployment (see README, Runbook).',
+      reason: 'ECS injects the password into each task when it starts, so an automatic rotation would break the running tasks\' new connections until they are replaced. Rotate by hand with a forced new deployment (see docs/operations.md).',
     });
     return instance;
   }

@@ -113,6 +113,60 @@ export const STORAGE_DEFAULTS = {
   accessLogRetentionDays: 90,
 } as const;
 
+/** The optional AWS WAF web ACL in front of the load balancer (context `waf=true`). */
+export const WAF_DEFAULTS = {
+  /** Requests one client IP may send in any 5 minutes (WAF's rate-based window) before it is blocked. */
+  rateLimit: 2_000,
+  /** AWS WAF pricing: 5 USD per web ACL and 1 USD per rule (the rate rule and the managed rule group) a month... */
+  monthlyPriceUsd: 5 + 2 * 1,
+  /** ...plus this per million requests inspected. */
+  pricePerMillionRequestsUsd: 0.6,
+} as const;
+
+/** The environments `-c stage=<name>` selects; everything else about a deploy is the same. */
+export const STAGES = ['dev', 'prod'] as const;
+export type Stage = (typeof STAGES)[number];
+/** A bare `cdk deploy` builds the cheap, disposable stage; production is asked for by name. */
+export const DEFAULT_STAGE: Stage = 'dev';
+
+/**
+ * What differs between the stages. Each value is only a default: a context key of the same
+ * name (lib/settings.ts) still overrides it.
+ */
+export const STAGE_DEFAULTS = {
+  dev: {
+    desiredCount: 1,
+    minCapacity: 1,
+    maxCapacity: 2,
+    databaseInstanceType: 't4g.micro',
+    databaseMultiAz: false,
+    natGateways: 1,
+    logRetentionDays: 7,
+    /** Deletion protection of the database and the load balancer. */
+    deletionProtection: false,
+    /**
+     * Keep the database (a final snapshot, and its secret), the log group and the alert key
+     * when the stack is deleted or a first deploy rolls back. Off, they go with the stack, so a
+     * failed first deploy rolls back cleanly and a teardown leaves nothing behind.
+     */
+    retainData: false,
+  },
+  prod: {
+    desiredCount: 2,
+    minCapacity: 2,
+    maxCapacity: 6,
+    databaseInstanceType: 't4g.small',
+    databaseMultiAz: true,
+    natGateways: 2,
+    /** A year: the Control Tower guard rule's minimum, and a year of billing disputes. */
+    logRetentionDays: 365,
+    deletionProtection: true,
+    retainData: true,
+  },
+} as const satisfies Record<Stage, unknown>;
+
+export type StageDefaults = (typeof STAGE_DEFAULTS)[Stage];
+
 /** What AWS accepts; validation reports a value outside these with the value itself. */
 export const LIMITS = {
   stopTimeoutSeconds: { min: FARGATE_MIN_STOP_TIMEOUT_SECONDS, max: FARGATE_MAX_STOP_TIMEOUT_SECONDS },

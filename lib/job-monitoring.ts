@@ -16,12 +16,12 @@ import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as events from 'aws-cdk-lib/aws-events';
-import * as targets from 'aws-cdk-lib/aws-events-targets';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
+import { AlertTarget } from './alerts.js';
 import { JOB_DEFAULTS } from './defaults.js';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from './metrics.js';
-import { missedRunWindow } from './missed-run.js';
+import { applyEvaluationWindow, missedRunWindow } from './missed-run.js';
 import { jobResourceName, type ScheduledJob, type ScheduledJobs } from './scheduled-jobs.js';
 
 export interface JobMonitoringProps {
@@ -49,11 +49,11 @@ export interface JobAlarms {
 
 /** The runbook's sections, linked from every alarm's description and the crash alert. */
 export const RUNBOOK = {
-  missedRun: 'README.md#missed-run',
-  failed: 'README.md#job-failed',
-  delivery: 'README.md#delivery-failed',
-  deadLetters: 'README.md#dead-letters',
-  crashed: 'README.md#job-task-crashed',
+  missedRun: 'docs/operations.md#missed-run',
+  failed: 'docs/operations.md#job-failed',
+  delivery: 'docs/operations.md#delivery-failed',
+  deadLetters: 'docs/operations.md#dead-letters',
+  crashed: 'docs/operations.md#job-task-crashed',
 } as const;
 
 export class JobMonitoring extends Construct {
@@ -90,7 +90,7 @@ export class JobMonitoring extends Construct {
       description: 'A scheduled job task stopped with a non-zero exit code or failed to start',
       eventPattern: crashEventPattern(props.cluster, props.jobs),
     });
-    this.crashRule.addTarget(new targets.SnsTopic(props.topic, { message: crashMessage() }));
+    this.crashRule.addTarget(new AlertTarget(props.topic, crashMessage()));
 
     this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
       dashboardName: `${prefix}-jobs`,
@@ -108,28 +108,19 @@ export class JobMonitoring extends Construct {
 
     // validateScheduledJobs has already rejected every schedule this could not cover.
     const window = missedRunWindow(job, o.now)!;
-    const windowPeriod = Duration.seconds(window.periodSeconds);
-    const succeeded = jobMetric(JOB_METRICS.succeeded, cloudwatch.Stats.SUM, windowPeriod);
-    const missedRunMetric: cloudwatch.IMetric = window.capped
-      ? new cloudwatch.MathExpression({
-        expression: 'FILL(succeeded, 0) + FILL(heartbeats, 0)',
-        usingMetrics: { succeeded, heartbeats: jobMetric(JOB_METRICS.heartbeat, cloudwatch.Stats.SUM, windowPeriod) },
-        period: windowPeriod,
-        label: 'Successes and heartbeats',
-      })
-      : succeeded;
-    const windowText = formatDuration(window.periodSeconds);
+    const windowText = formatDuration(window.periodSeconds * window.evaluationPeriods);
     const missedRun = new cloudwatch.Alarm(scope, 'MissedRun', {
       alarmName: name('missed-run'),
-      alarmDescription: window.capped
-        ? `${job.name} has neither succeeded nor run at all for ${windowText} (CloudWatch's longest window; schedule ${job.schedule}). Runbook: ${RUNBOOK.missedRun}`
+      alarmDescription: window.alignment === 'wall-clock'
+        ? `${job.name} has not succeeded in the last ${windowText} of whole UTC days (schedule ${job.schedule}). Runbook: ${RUNBOOK.missedRun}`
         : `${job.name} has not succeeded for ${windowText} (the longest gap of ${job.schedule} plus ${job.missedRunGraceMinutes} min grace). Runbook: ${RUNBOOK.missedRun}`,
-      metric: missedRunMetric,
+      metric: jobMetric(JOB_METRICS.succeeded, cloudwatch.Stats.SUM, Duration.seconds(window.periodSeconds)),
       threshold: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-      evaluationPeriods: 1,
+      evaluationPeriods: window.evaluationPeriods,
       treatMissingData: cloudwatch.TreatMissingData.BREACHING,
     });
+    applyEvaluationWindow(missedRun, window);
 
     const failed = new cloudwatch.Alarm(scope, 'Failed', {
       alarmName: name('failed'),
@@ -195,20 +186,21 @@ export function crashEventPattern(cluster: ecs.ICluster, jobs: ScheduledJobs): e
   };
 }
 
+/** Event fields are whole JSON values, never spliced into strings (see lib/service-monitoring.ts). */
 function crashMessage(): events.RuleTargetInput {
   const field = (path: string) => events.EventField.fromPath(path);
-  return events.RuleTargetInput.fromText([
-    `A scheduled job task stopped abnormally: ${field('$.detail.group')}`,
-    '',
-    `Exit code: ${field('$.detail.containers[0].exitCode')}  (1 failed or timed out, 2 usage error, 3 interrupted by SIGTERM with a checkpoint saved, 137 killed: out of memory or stopTimeout)`,
-    `Container reason: ${field('$.detail.containers[0].reason')}`,
-    `Stop code: ${field('$.detail.stopCode')}`,
-    `Stopped reason: ${field('$.detail.stoppedReason')}`,
-    `Task: ${field('$.detail.taskArn')}`,
-    `Stopped at: ${field('$.detail.stoppedAt')}`,
-    '',
-    `Runbook: ${RUNBOOK.crashed}`,
-  ].join('\n'));
+  return events.RuleTargetInput.fromObject({
+    alert: 'A scheduled job task stopped abnormally',
+    group: field('$.detail.group'),
+    exitCode: field('$.detail.containers[0].exitCode'),
+    exitCodes: '1 failed or timed out, 2 usage error, 3 interrupted by SIGTERM with a checkpoint saved, 137 killed: out of memory or stopTimeout',
+    containerReason: field('$.detail.containers[0].reason'),
+    stopCode: field('$.detail.stopCode'),
+    stoppedReason: field('$.detail.stoppedReason'),
+    task: field('$.detail.taskArn'),
+    stoppedAt: field('$.detail.stoppedAt'),
+    runbook: RUNBOOK.crashed,
+  });
 }
 
 function dashboardRow(scheduled: ScheduledJob, namespace: string): cloudwatch.IWidget[] {

@@ -6,10 +6,10 @@ import { Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as events from 'aws-cdk-lib/aws-events';
-import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
+import { AlertTarget } from './alerts.js';
 import { SERVICE_DEFAULTS } from './defaults.js';
 import type { WebService } from './web-service.js';
 
@@ -24,9 +24,9 @@ export interface ServiceMonitoringProps {
 
 /** The runbook's sections for these alarms. */
 export const SERVICE_RUNBOOK = {
-  noHealthyTargets: 'README.md#api-no-healthy-targets',
-  serverErrors: 'README.md#api-5xx',
-  deploymentFailed: 'README.md#api-deployment-failed',
+  noHealthyTargets: 'docs/operations.md#api-no-healthy-targets',
+  serverErrors: 'docs/operations.md#api-5xx',
+  deploymentFailed: 'docs/operations.md#api-deployment-failed',
 } as const;
 
 export class ServiceMonitoring extends Construct {
@@ -85,16 +85,16 @@ export class ServiceMonitoring extends Construct {
         detail: { eventName: ['SERVICE_DEPLOYMENT_FAILED'] },
       },
     });
-    this.deploymentFailedRule.addTarget(new targets.SnsTopic(props.topic, {
-      message: events.RuleTargetInput.fromText([
-        `An API deployment failed and was rolled back: ${events.EventField.fromPath('$.resources[0]')}`,
-        '',
-        `Reason: ${events.EventField.fromPath('$.detail.reason')}`,
-        `Deployment: ${events.EventField.fromPath('$.detail.deploymentId')}`,
-        `At: ${events.EventField.time}`,
-        '',
-        `Runbook: ${SERVICE_RUNBOOK.deploymentFailed}`,
-      ].join('\n')),
-    }));
+    // Every event field is a whole JSON value of the message, never spliced into a string:
+    // EventBridge inserts a value inside quotes unescaped, so a reason with a quote would
+    // break the message, while a value outside quotes is inserted as valid JSON.
+    this.deploymentFailedRule.addTarget(new AlertTarget(props.topic, events.RuleTargetInput.fromObject({
+      alert: 'An API deployment failed and the circuit breaker rolled it back',
+      service: events.EventField.fromPath('$.resources[0]'),
+      reason: events.EventField.fromPath('$.detail.reason'),
+      deployment: events.EventField.fromPath('$.detail.deploymentId'),
+      at: events.EventField.time,
+      runbook: SERVICE_RUNBOOK.deploymentFailed,
+    })));
   }
 }

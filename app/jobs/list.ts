@@ -15,7 +15,7 @@ import { createLogger } from '../logger.js';
 import { errorText } from '../shutdown.js';
 import { COST_VARIANTS, FARGATE_PRICING, SPOT_DISCOUNT, costs } from './pricing.js';
 import { formatDuration } from './progress.js';
-import { textTable } from './text-table.js';
+import { fitTable, wrap } from './text-table.js';
 
 /** How many recent succeeded runs the median is taken over. */
 export const MEDIAN_OF_RUNS = 20;
@@ -109,7 +109,8 @@ function round(n: number, digits: number): number {
 const usd = (n: number) => (n === 0 ? '$0' : n < 0.01 ? `$${n.toFixed(4)}` : `$${n.toFixed(2)}`);
 const utc = (iso: string) => iso.slice(5, 16).replace('T', ' ');
 
-export function formatListing(listings: readonly JobListing[]): string {
+/** The listing for a terminal `width` columns wide: a table when it fits, else a block per job. */
+export function formatListing(listings: readonly JobListing[], width = Infinity): string {
   const headers = ['JOB', 'ON', 'SCHEDULE (UTC)', 'NEXT 3 RUNS (UTC, MM-DD hh:mm)', 'CPU', 'MEMORY', 'TIMEOUT', 'RUN LENGTH', 'RUNS/MO', ...COST_VARIANTS.map((v) => `${v.label} RUN / MONTH`)];
   const rows = listings.map((l) => [
     l.name,
@@ -127,14 +128,18 @@ export function formatListing(listings: readonly JobListing[]): string {
   const priceLines = COST_VARIANTS.map(
     (v) => `  ${v.label.padEnd(9)} $${round(prices[v.architecture][v.capacity].vcpuHour, 6)} per vCPU-hour, $${round(prices[v.architecture][v.capacity].gbHour, 7)} per GB-hour`,
   );
-  return [
-    textTable(headers, rows, new Set([4, 5, 6, 8])),
-    '',
+  const notes = [
     `Fargate prices, Linux, ${FARGATE_PRICING.region}, ${FARGATE_PRICING.regionName} (${FARGATE_PRICING.source}):`,
     ...priceLines,
     ...ASSUMPTIONS.slice(1).map((a) => `  ${a}`),
     '  which one applies: the stack\'s CPU architecture, and spot: true in lib/jobs.ts for Fargate Spot',
-  ].join('\n');
+  ];
+  // Notes wrap at the width too, continued under their own indent.
+  const wrapped = notes.flatMap((n) => {
+    const indent = ' '.repeat(n.length - n.trimStart().length + 2);
+    return Number.isFinite(width) ? wrap(n, width - indent.length).map((part, i) => (i === 0 ? part : `${indent}${part}`)) : [n];
+  });
+  return [fitTable(headers, rows, new Set([4, 5, 6, 8]), width), '', ...wrapped].join('\n');
 }
 
 /** Median run lengths from job_runs, when a database is configured and reachable. */
@@ -170,5 +175,6 @@ export async function runJobsCommand(args: readonly string[], env: NodeJS.Proces
     process.stdout.write(`${JSON.stringify(listings, null, 2)}\n`);
     return;
   }
-  process.stdout.write(`${formatListing(listings)}\n${note ? `  ${note}\n` : ''}`);
+  // On a terminal, its own width; piped (to a file, grep or less -S), the whole table.
+  process.stdout.write(`${formatListing(listings, process.stdout.isTTY ? process.stdout.columns || 120 : Infinity)}\n${note ? `  ${note}\n` : ''}`);
 }

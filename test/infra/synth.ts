@@ -16,8 +16,11 @@ export const NOW = new Date('2026-01-05T00:00:00Z');
 
 export const STACK_ID = 'Test';
 
+/** cdk.json ships no alertEmail (synth refuses to deploy alerts to nobody), so the tests give one. */
+export const TEST_ALERT_EMAIL = 'oncall@acme.io';
+
 export function newApp(context: Record<string, unknown> = {}): App {
-  return new App({ context: { ...CDK_CONTEXT, ...context } });
+  return new App({ context: { ...CDK_CONTEXT, alertEmail: TEST_ALERT_EMAIL, ...context } });
 }
 
 export interface Synthesized {
@@ -29,7 +32,7 @@ export interface Synthesized {
 /** A fresh App and stack with `props` on top of test defaults, synthesized. */
 export function synth(props: Partial<BackendStackProps> = {}): Synthesized {
   const app = newApp();
-  const stack = new BackendStack(app, STACK_ID, { alertEmail: 'oncall@acme.io', now: NOW, ...props });
+  const stack = new BackendStack(app, STACK_ID, { alertEmail: TEST_ALERT_EMAIL, now: NOW, ...props });
   return { app, stack, template: Template.fromStack(stack) };
 }
 

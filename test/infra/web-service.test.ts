@@ -4,7 +4,7 @@ import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CONTAINER, SERVICE_DEFAULTS } from '../../lib/defaults.js';
+import { CONTAINER, SERVICE_DEFAULTS, STAGE_DEFAULTS } from '../../lib/defaults.js';
 import { keepAliveTimeoutMs, shutdownTimeoutMs } from '../../lib/timing.js';
 import { WebService, type WebServiceProps } from '../../lib/web-service.js';
 import { errorMessage, newApp, resources, synth, type Synthesized } from './synth.js';
@@ -73,7 +73,7 @@ describe('web service, default settings', () => {
 
   it('deploys with a rolling circuit breaker and never below the running count', () => {
     s.template.hasResourceProperties('AWS::ECS::Service', {
-      DesiredCount: SERVICE_DEFAULTS.desiredCount,
+      DesiredCount: STAGE_DEFAULTS.dev.desiredCount,
       LaunchType: 'FARGATE',
       DeploymentConfiguration: {
         DeploymentCircuitBreaker: { Enable: true, Rollback: true },
@@ -87,8 +87,8 @@ describe('web service, default settings', () => {
 
   it('auto-scales on CPU and on requests per target', () => {
     s.template.hasResourceProperties('AWS::ApplicationAutoScaling::ScalableTarget', {
-      MinCapacity: SERVICE_DEFAULTS.minCapacity,
-      MaxCapacity: SERVICE_DEFAULTS.maxCapacity,
+      MinCapacity: STAGE_DEFAULTS.dev.minCapacity,
+      MaxCapacity: STAGE_DEFAULTS.dev.maxCapacity,
       ScalableDimension: 'ecs:service:DesiredCount',
     });
     const metrics = Object.values(resources(s.template, 'AWS::ApplicationAutoScaling::ScalingPolicy'))
@@ -123,7 +123,7 @@ describe('web service, default settings', () => {
       ContainerDefinitions: [Match.objectLike({ LogConfiguration: { LogDriver: 'awslogs', Options: Match.objectLike({ 'awslogs-group': group }) } })],
     });
     const logGroups = resources(s.template, 'AWS::Logs::LogGroup');
-    expect(logGroups[group.asObject().Ref]?.Properties.RetentionInDays).toBe(30);
+    expect(logGroups[group.asObject().Ref]?.Properties.RetentionInDays).toBe(STAGE_DEFAULTS.dev.logRetentionDays);
   });
 
   it('serves HTTP on 80 without a certificate', () => {

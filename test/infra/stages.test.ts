@@ -1,0 +1,101 @@
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import { describe, expect, it } from 'vitest';
+import { STAGE_DEFAULTS } from '../../lib/defaults.js';
+import { settingsFromContext } from '../../lib/settings.js';
+import { BackendStack } from '../../lib/stack.js';
+import { errorMessage, newApp, NOW, resources, synth } from './synth.js';
+
+/** The stack `cdk synth -c stage=<stage>` builds (with the test's alert address). */
+function synthStage(context: Record<string, unknown>) {
+  const app = newApp(context);
+  const { stackName, props } = settingsFromContext(app.node);
+  const stack = new BackendStack(app, stackName, { ...props, now: NOW });
+  return { stack, template: Template.fromStack(stack) };
+}
+
+const only = <T>(record: Record<string, T>): T => {
+  const values = Object.values(record);
+  expect(values).toHaveLength(1);
+  return values[0]!;
+};
+const albAttribute = (template: Template, key: string) =>
+  only(resources(template, 'AWS::ElasticLoadBalancingV2::LoadBalancer')).Properties.LoadBalancerAttributes
+    .find((a: { Key: string }) => a.Key === key)?.Value;
+
+describe.each(['dev', 'prod'] as const)('stage %s', (stage) => {
+  const d = STAGE_DEFAULTS[stage];
+  const { stack, template } = synthStage({ stage });
+
+  it('is its own stack, so one stage never replaces another', () => {
+    expect(stack.stackName).toBe(`EcsSaasBackend-${stage}`);
+    expect(stack.stage).toBe(stage);
+  });
+
+  it('sizes the API and the database from the stage', () => {
+    template.hasResourceProperties('AWS::ECS::Service', { DesiredCount: d.desiredCount });
+    template.hasResourceProperties('AWS::ApplicationAutoScaling::ScalableTarget', { MinCapacity: d.minCapacity, MaxCapacity: d.maxCapacity });
+    template.hasResourceProperties('AWS::RDS::DBInstance', { DBInstanceClass: `db.${d.databaseInstanceType}`, MultiAZ: d.databaseMultiAz });
+    template.resourceCountIs('AWS::EC2::NatGateway', d.natGateways);
+    template.hasResourceProperties('AWS::Logs::LogGroup', { RetentionInDays: d.logRetentionDays });
+  });
+
+  it('protects and retains the data in prod only, and the secret whenever the database is kept', () => {
+    const db = only(resources(template, 'AWS::RDS::DBInstance')) as any;
+    expect(db.Properties.DeletionProtection).toBe(d.deletionProtection);
+    expect(albAttribute(template, 'deletion_protection.enabled')).toBe(String(d.deletionProtection));
+    expect(db.DeletionPolicy).toBe(d.retainData ? 'Snapshot' : 'Delete');
+    const secret = only(resources(template, 'AWS::SecretsManager::Secret')) as any;
+    expect(secret.DeletionPolicy).toBe(d.retainData ? 'Retain' : 'Delete');
+    for (const type of ['AWS::Logs::LogGroup', 'AWS::KMS::Key']) {
+      for (const [id, resource] of Object.entries(resources(template, type))) expect((resource as any).DeletionPolicy, id).toBe(d.retainData ? 'Retain' : 'Delete');
+    }
+  });
+});
+
+describe('stages', () => {
+  it('lets a context key override its stage default', () => {
+    const { template } = synthStage({ stage: 'prod', desiredCount: 3, databaseMultiAz: false, deletionProtection: false });
+    template.hasResourceProperties('AWS::ECS::Service', { DesiredCount: 3 });
+    template.hasResourceProperties('AWS::RDS::DBInstance', { MultiAZ: false, DeletionProtection: false });
+  });
+
+  it('rejects an unknown stage, naming the choices', () => {
+    expect(errorMessage(() => settingsFromContext(newApp({ stage: 'production' }).node))).toContain('stage must be one of dev, prod, got "production"');
+  });
+});
+
+describe('a first deploy', () => {
+  const { template } = synth();
+  const service = only(template.findResources('AWS::ECS::Service')) as { DependsOn: string[] };
+
+  it('creates the service only after its execution role\'s policy, the NAT routes and the database ingress rules', () => {
+    expect(service.DependsOn).toEqual(expect.arrayContaining([expect.stringMatching(/^ApiTaskDefExecutionRoleDefaultPolicy/)]));
+    const routes = Object.keys(template.findResources('AWS::EC2::Route', { Properties: { NatGatewayId: Match.anyValue() } }));
+    expect(routes.length).toBeGreaterThan(0);
+    expect(service.DependsOn).toEqual(expect.arrayContaining(routes));
+    const ingress = Object.keys(template.findResources('AWS::EC2::SecurityGroupIngress', { Properties: { FromPort: Match.anyValue(), GroupId: { 'Fn::GetAtt': [Match.stringLikeRegexp('^DatabaseInstanceSecurityGroup'), 'GroupId'] } } }));
+    expect(ingress).toHaveLength(2);
+    expect(service.DependsOn).toEqual(expect.arrayContaining(ingress));
+  });
+});
+
+describe('the optional web ACL', () => {
+  it('is off by default', () => {
+    synth().template.resourceCountIs('AWS::WAFv2::WebACL', 0);
+  });
+
+  it('puts a per-IP rate limit and AWS\'s common rule set in front of the load balancer', () => {
+    const { template } = synthStage({ waf: 'true', wafRateLimit: '500' });
+    const acl = only(resources(template, 'AWS::WAFv2::WebACL'));
+    expect(acl.Properties.Scope).toBe('REGIONAL');
+    expect(acl.Properties.Rules).toEqual([
+      expect.objectContaining({ Priority: 0, Action: { Block: {} }, Statement: { RateBasedStatement: { Limit: 500, AggregateKeyType: 'IP' } } }),
+      expect.objectContaining({ Priority: 1, Statement: { ManagedRuleGroupStatement: { VendorName: 'AWS', Name: 'AWSManagedRulesCommonRuleSet' } } }),
+    ]);
+    template.hasResourceProperties('AWS::WAFv2::WebACLAssociation', { ResourceArn: { Ref: Match.stringLikeRegexp('^ApiLoadBalancer') } });
+  });
+
+  it('rejects a rate limit WAF would refuse', () => {
+    expect(errorMessage(() => settingsFromContext(newApp({ waf: true, wafRateLimit: 5 }).node))).toContain('wafRateLimit must be a whole number between 10 and 2000000000, got 5');
+  });
+});
