@@ -89,7 +89,7 @@ export function jobStateMachineDefinition(p: JobDefinitionProps): Record<string,
   const capacity = job.spot
     ? { CapacityProviderStrategy: [{ CapacityProvider: 'FARGATE_SPOT', Weight: 1 }] }
     : { LaunchType: 'FARGATE' };
-  const pass = (next: string, parameters: Record<string, unknown>, resultPath: string) => ({ Type: 'Pass', Parameters: parameters, ResultPath: resultPath, Next: next });
+  const pass = (next: string, parameters: Record<string, unknown>, resultPath?: string) => ({ Type: 'Pass', Parameters: parameters, ...(resultPath ? { ResultPath: resultPath } : {}), Next: next });
   const alertReason = (next: string, summary: string) => pass(next, { summary }, '$.alert');
 
   return {
@@ -104,7 +104,7 @@ export function jobStateMachineDefinition(p: JobDefinitionProps): Record<string,
         backoffSeconds: taskRetryBackoffs(taskRetries),
         nl: '\n',
         consoleUrl: executionConsoleUrl(Aws.REGION, ''),
-      }, '$'),
+      }),
       [STATE.runTask]: {
         Type: 'Task',
         Resource: `arn:${Aws.PARTITION}:states:::ecs:runTask.sync`,
