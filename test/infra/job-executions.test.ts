@@ -13,7 +13,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lockKey } from '../../app/lock.js';
-import { EXECUTION_ERROR, rerunCommand } from '../../lib/job-flow.js';
+import { EXECUTION_ERROR, RETRY_PATH, SUCCESS_PATH, rerunCommand, stateTransitions } from '../../lib/job-flow.js';
 import { JOBS, taskRetriesOf, type JobDefinition } from '../../lib/jobs.js';
 import { ScheduledJobs, type ScheduledJobsProps } from '../../lib/scheduled-jobs.js';
 import { createTestDatabase, eventually, type TestDatabase } from '../helpers/db.js';
@@ -88,6 +88,7 @@ describe('a job\'s execution, from the synthesized definition', () => {
     const run = await executeLocally(billing, { scheduledTime: NIGHTLY_TIME }, env());
     expect({ status: run.status, error: run.error, cause: run.cause }, JSON.stringify(run.events, null, 1).slice(0, 6000)).toEqual({ status: 'SUCCEEDED', error: undefined, cause: undefined });
     expect(run.attempts).toHaveLength(1);
+    expect(run.states).toEqual(SUCCESS_PATH);
     expect(run.attempts[0]!.proc!.logs.some((l) => l.msg.startsWith('already done'))).toBe(true);
     expect(await jobRuns(db)).toHaveLength(rows);
     expect(alertsSince(alerts)).toEqual([]);
@@ -107,6 +108,9 @@ describe('a job\'s execution, from the synthesized definition', () => {
     });
     expect({ status: run.status, error: run.error, cause: run.cause }, JSON.stringify(run.events, null, 1).slice(0, 6000)).toEqual({ status: 'SUCCEEDED', error: undefined, cause: undefined });
     expect(run.attempts.map((a) => a.exitCode)).toEqual([3, 0]);
+    // The states `npm run jobs` prices a retry by are the ones an exit 3 goes through.
+    expect(run.states).toEqual([...SUCCESS_PATH.slice(0, 2), ...RETRY_PATH, SUCCESS_PATH[2]]);
+    expect(run.states).toHaveLength(stateTransitions(1));
     expect(run.attempts[1]!.proc!.logs.find((l) => l.msg.startsWith('resuming from the checkpoint'))?.msg).toBe('resuming from the checkpoint of attempt 1 (interrupted)');
     await expectOneInvoicePerActiveAccount(db, '2025-03-08');
     expect((await jobRuns(db, 'billing-run')).filter((r) => r.scheduled_time.toISOString() === time).map((r) => r.status)).toEqual(['interrupted', 'succeeded']);
