@@ -101,7 +101,7 @@ export function backstopSeconds(job: Pick<JobDefinition, 'timeoutSeconds'>, stop
 export const ALERT_ALLOWANCE_SECONDS = 5 * 60;
 
 /** The whole execution's timeout: every attempt at its backstop, every backoff, and the alert. */
-export function executionTimeoutSeconds(job: Pick<JobDefinition, 'timeoutSeconds' | 'taskRetries'>, stopTimeoutSeconds: number, startAllowanceSeconds = TASK_START_ALLOWANCE_SECONDS): number {
+export function executionTimeoutSeconds(job: JobDefinition, stopTimeoutSeconds: number, startAllowanceSeconds = TASK_START_ALLOWANCE_SECONDS): number {
   const retries = taskRetriesOf(job);
   const backoffs = taskRetryBackoffs(retries).reduce((a, b) => a + b, 0);
   return (retries + 1) * backstopSeconds(job, stopTimeoutSeconds, startAllowanceSeconds) + backoffs + ALERT_ALLOWANCE_SECONDS;

@@ -146,7 +146,7 @@ export const MAX_TASK_RETRIES = 5;
 export const DEFAULT_TASK_RETRIES = 2;
 
 /** The row's `taskRetries`, or the default. */
-export function taskRetriesOf(job: Pick<JobDefinition, 'taskRetries'>): number {
+export function taskRetriesOf(job: JobDefinition): number {
   return job.taskRetries ?? DEFAULT_TASK_RETRIES;
 }
 

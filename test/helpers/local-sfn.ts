@@ -130,7 +130,7 @@ export async function executeLocally(job: SynthesizedJob, input: Record<string, 
   const runTaskState = job.definition.States[STATE.runTask]!;
   const backstopMs = (runTaskState.TimeoutSeconds as number) * 1_000;
 
-  const runTask = async (params: any): Promise<Record<string, unknown>> => {
+  const runTask = async (params: any): Promise<any> => {
     const attempt = attempts.length + 1;
     const overrides = Object.fromEntries(
       (params.Overrides.ContainerOverrides[0].Environment as { Name: string; Value: string }[]).map((e) => [e.Name, e.Value]),
@@ -161,7 +161,7 @@ export async function executeLocally(job: SynthesizedJob, input: Record<string, 
     }
   };
 
-  const publish = async (params: any): Promise<Record<string, unknown>> => {
+  const publish = async (params: any): Promise<any> => {
     // The SDK as the state machine's role would use it, pointed at the local endpoint the container uses too.
     const client = new SNSClient({
       region: REGION,
@@ -177,8 +177,9 @@ export async function executeLocally(job: SynthesizedJob, input: Record<string, 
   };
 
   const machine = new StateMachine(job.definition, { validationOptions: { checkArn: false } });
+  const jsonInput = input as Parameters<typeof machine.run>[0];
   const executionName = `run-${Date.now()}`;
-  const execution = machine.run(input, {
+  const execution = machine.run(jsonInput, {
     overrides: {
       taskResourceLocalHandlers: { [STATE.runTask]: runTask, [STATE.alert]: publish },
       // The backoffs are seconds to minutes in AWS; the tests check the order of things, not the wait.
@@ -189,7 +190,7 @@ export async function executeLocally(job: SynthesizedJob, input: Record<string, 
       Execution: {
         Id: `arn:aws:states:${REGION}:${ACCOUNT}:execution:Test-${job.definition.Comment?.split(':')[0]}:${executionName}`,
         Name: executionName,
-        Input: input as any,
+        Input: jsonInput,
         StartTime: new Date().toISOString(),
       },
     },

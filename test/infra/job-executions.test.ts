@@ -17,7 +17,7 @@ import { EXECUTION_ERROR, RETRY_PATH, SUCCESS_PATH, rerunCommand, stateTransitio
 import { JOBS, taskRetriesOf, type JobDefinition } from '../../lib/jobs.js';
 import { ScheduledJobs, type ScheduledJobsProps } from '../../lib/scheduled-jobs.js';
 import { createTestDatabase, eventually, type TestDatabase } from '../helpers/db.js';
-import { expectNothingLeft, expectOneInvoicePerActiveAccount, invoiceCounts, jobEnv, jobRuns, NIGHTLY_TIME, seed } from '../helpers/jobs.js';
+import { expectNothingLeft, expectOneInvoicePerActiveAccount, jobEnv, jobRuns, NIGHTLY_TIME, seed } from '../helpers/jobs.js';
 import { executeLocally, synthesizedJob, type SynthesizedJob } from '../helpers/local-sfn.js';
 import { snsEnv, startFakeSns, type FakeSns } from '../helpers/sns.js';
 import { CDK_CONTEXT, NOW } from './synth.js';
