@@ -9,6 +9,12 @@
 import { ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, FARGATE_MAX_STOP_TIMEOUT_SECONDS, FARGATE_MIN_STOP_TIMEOUT_SECONDS } from './timing.js';
 import { DEFAULT_METRICS_NAMESPACE } from './metrics.js';
 
+/** The stack itself. */
+export const STACK_DEFAULTS = {
+  /** The CloudFormation stack name, and the prefix of the rule, state machine, alarm and task-family names. */
+  stackName: 'EcsSaasBackend',
+} as const;
+
 /** The application container, as the stack runs it in every task definition. */
 export const CONTAINER = {
   /** The container's name; the rules' container overrides address it by this name. */

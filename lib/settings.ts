@@ -8,7 +8,7 @@
  */
 import { Duration, type Environment } from 'aws-cdk-lib';
 import type { Node } from 'constructs';
-import { DATABASE_DEFAULTS, LIMITS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STORAGE_DEFAULTS } from './defaults.js';
+import { DATABASE_DEFAULTS, LIMITS, STACK_DEFAULTS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STORAGE_DEFAULTS } from './defaults.js';
 import type { JobDefinition } from './jobs.js';
 import { validateBackendStackProps, type BackendStackProps } from './stack.js';
 import { Problems, throwIfProblems } from './validation.js';
@@ -27,7 +27,7 @@ const setting = (kind: Kind, doc: string, value?: string | number | boolean): Se
 
 /** Every context key the app reads. */
 export const CONTEXT_SETTINGS = {
-  stackName: setting('string', 'The CloudFormation stack name; also the prefix of rule, alarm and dashboard names', 'EcsSaasBackend'),
+  stackName: setting('string', 'The CloudFormation stack name; also the prefix of rule, alarm and dashboard names', STACK_DEFAULTS.stackName),
   account: setting('string', 'AWS account to pin the stack to (with `region`); unset, the stack is environment-agnostic'),
   region: setting('string', 'AWS region to pin the stack to (with `account`)'),
   alertEmail: setting('string', 'Receives every alarm and crash alert (required; confirm the subscription email AWS sends)'),
