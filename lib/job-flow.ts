@@ -17,14 +17,14 @@ import { taskRetriesOf, type JobDefinition } from './jobs.js';
 
 /** The runbook's sections, linked from every alarm's description and every alert. */
 export const RUNBOOK = {
-  missedRun: 'README.md#missed-run',
-  failed: 'README.md#job-failed',
-  delivery: 'README.md#delivery-failed',
-  deadLetters: 'README.md#dead-letters',
+  missedRun: 'docs/operations.md#missed-run',
+  failed: 'docs/operations.md#job-failed',
+  delivery: 'docs/operations.md#delivery-failed',
+  deadLetters: 'docs/operations.md#dead-letters',
   /** The alert of a job's execution: retries ran out, exit 2, or the backstop timeout. */
-  runFailed: 'README.md#job-run-failed',
+  runFailed: 'docs/operations.md#job-run-failed',
   /** The execution-status rule: an execution that ended without its own alert. */
-  executionFailed: 'README.md#job-execution-failed',
+  executionFailed: 'docs/operations.md#job-execution-failed',
 } as const;
 
 /** The state names; they appear in the console, the execution history and the logs. */

@@ -24,9 +24,9 @@ export interface ServiceMonitoringProps {
 
 /** The runbook's sections for these alarms. */
 export const SERVICE_RUNBOOK = {
-  noHealthyTargets: 'README.md#api-no-healthy-targets',
-  serverErrors: 'README.md#api-5xx',
-  deploymentFailed: 'README.md#api-deployment-failed',
+  noHealthyTargets: 'docs/operations.md#api-no-healthy-targets',
+  serverErrors: 'docs/operations.md#api-5xx',
+  deploymentFailed: 'docs/operations.md#api-deployment-failed',
 } as const;
 
 export class ServiceMonitoring extends Construct {
