@@ -91,9 +91,7 @@ describe('bin/app.ts', () => {
   });
 });
 
-describe('README', () => {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-
+describe('the docs', () => {
   it('has a runbook section for every alarm and alert that links to one', () => {
     for (const link of [...Object.values(RUNBOOK), ...Object.values(SERVICE_RUNBOOK)]) {
       const [file, anchor] = link.split('#') as [string, string];
@@ -105,9 +103,10 @@ describe('README', () => {
   });
 
   it('documents every context setting with its default', () => {
+    const infrastructure = readFileSync(new URL('../../docs/infrastructure.md', import.meta.url), 'utf8');
     for (const [key, setting] of Object.entries(CONTEXT_SETTINGS)) {
-      const row = readme.split('\n').find((line) => line.startsWith(`| \`${key}\` |`));
-      expect(row, `README.md has no row for ${key}`).toBeDefined();
+      const row = infrastructure.split('\n').find((line) => line.startsWith(`| \`${key}\` |`));
+      expect(row, `docs/infrastructure.md has no row for ${key}`).toBeDefined();
       if (setting.default !== undefined) expect(row, key).toContain(`| \`${String(setting.default)}\` |`);
     }
   });
