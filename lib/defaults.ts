@@ -75,7 +75,7 @@ export const JOB_DEFAULTS = {
    * stopped task) gets the most time to save its checkpoint before SIGKILL.
    */
   stopTimeoutSeconds: FARGATE_MAX_STOP_TIMEOUT_SECONDS,
-  /** EventBridge retries a failed RunTask this many times... */
+  /** EventBridge retries a failed StartExecution of a job's state machine this many times... */
   retryAttempts: 3,
   /** ...for at most this long, or the schedule's shortest gap if that is shorter. */
   maxEventAgeSeconds: 60 * 60,

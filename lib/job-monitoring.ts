@@ -32,7 +32,7 @@ export { RUNBOOK };
 export interface JobMonitoringProps {
   /** The jobs to watch. */
   readonly jobs: ScheduledJobs;
-  /** Where every alarm and crash alert goes. */
+  /** Where every alarm and the execution-status rule's alert go. */
   readonly topic: sns.ITopic;
   /** The namespace the job runner writes its metrics to (its METRICS_NAMESPACE). @default 'EcsSaasBackend/Jobs' */
   readonly metricsNamespace?: string;

@@ -2,7 +2,7 @@
  * The jobs table: the one place where a scheduled job is declared.
  *
  * Add a row here and a handler in `app/jobs/registry.ts`; `cdk deploy` then creates the
- * job's task definition, EventBridge rule, alarms and dashboard widgets, and
+ * job's nested stack (task definition, state machine, EventBridge rule, alarms), and
  * `node dist/app/main.js <name>` runs it. The table is plain data with no aws-cdk-lib import,
  * so that the container and synth read (and validate) the very same rows.
  */

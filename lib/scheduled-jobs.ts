@@ -47,7 +47,7 @@ export interface ScheduledJobsProps {
   readonly namePrefix?: string;
   /** SIGTERM to SIGKILL for a job's container. @default Duration.seconds(120) */
   readonly stopTimeout?: Duration;
-  /** EventBridge retries of a failed RunTask. @default 3 */
+  /** EventBridge retries of a failed StartExecution. @default 3 */
   readonly retryAttempts?: number;
   /** Time a job's task may take to start before its runner counts its timeout; part of the backstop. @default Duration.seconds(300) */
   readonly taskStartAllowance?: Duration;
