@@ -16,8 +16,12 @@
  * - RunTask itself refused (its `Failures` not empty): `AmazonECS.Unknown`; an API error: its
  *   `ECS.*` name; in both the `Cause` is text.
  * See https://docs.aws.amazon.com/step-functions/latest/dg/connect-ecs.html ("If a non-empty
- * Failures field is encountered, the task is failed with an AmazonECS.Unknown error") and
- * https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_Task.html (the description).
+ * Failures field is encountered, the task is failed with an AmazonECS.Unknown error"),
+ * https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_Task.html (the description), and
+ * AWS Copilot's observations for its scheduled jobs, which retry on `States.ALL`: a non-zero exit
+ * and a container that never came up both fail with `States.TaskFailed`
+ * (https://github.com/aws/copilot-cli/issues/3160). Unlike Copilot's, this machine retries only
+ * what is safe to retry, and each new task resumes from the runner's checkpoint.
  * When the state times out (the backstop) or the execution is stopped, Step Functions stops the
  * task: that is what the `ecs:StopTask` permission of `.sync` is for.
  */
