@@ -49,7 +49,7 @@ export interface ScheduledJobsProps {
   readonly stopTimeout?: Duration;
   /** EventBridge retries of a failed StartExecution. @default 3 */
   readonly retryAttempts?: number;
-  /** Time a job's task may take to start before its runner counts its timeout; part of the backstop. @default Duration.seconds(300) */
+  /** Time a job's task may take to start before its runner counts its timeout; part of the backstop (0 to twice the default). @default Duration.seconds(300) */
   readonly taskStartAllowance?: Duration;
   /** Retention of the state machines' execution logs. @default 30 days */
   readonly executionLogRetention?: logs.RetentionDays;
@@ -127,6 +127,7 @@ export class ScheduledJobs extends Construct {
     const problems = new Problems();
     problems.seconds('job stopTimeout', props.stopTimeout, LIMITS.stopTimeoutSeconds);
     problems.whole('retryAttempts', props.retryAttempts, 0, 185);
+    problems.seconds('taskStartAllowance', props.taskStartAllowance, { min: 0, max: TASK_START_ALLOWANCE_SECONDS * 2 });
     problems.list.push(...validateScheduledJobs(jobs, { namePrefix, hasExportBucket: props.exportBucket !== undefined, now: props.now }));
     if (problems.list.length > 0) throw new InvalidSettingsError('The jobs table (lib/jobs.ts)', problems.list);
     super(scope, id);
