@@ -243,6 +243,9 @@ export class ScheduledJobs extends Construct {
 
   private addJob(job: JobDefinition, props: ScheduledJobsProps, shared: { namePrefix: string; stopTimeout: Duration; startAllowance: Duration }): ScheduledJob {
     const scope = new NestedStack(this, job.name, { description: `Scheduled job ${job.name}: its task definition, state machine, rule and alarms` });
+    // The roles come in as ARNs, so CloudFormation would not wait for their policies: Step
+    // Functions refuses a state machine whose role cannot yet deliver its logs.
+    scope.nestedStackResource!.node.addDependency(this.stateMachineRole, this.eventsRole);
     const name = jobResourceName(shared.namePrefix, job);
 
     const taskRole = job.usesExportBucket && this.exportTaskRole ? this.exportTaskRole : this.taskRole;

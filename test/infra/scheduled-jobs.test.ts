@@ -191,9 +191,14 @@ describe('scheduled jobs, the jobs table as shipped', () => {
       .filter(([, r]) => r.Properties.AssumeRolePolicyDocument.Statement.some((st: any) => st.Principal?.Service === 'states.amazonaws.com'));
     expect(roles).toHaveLength(1);
     const [roleId] = roles[0]!;
+    const roleParts = (prefix: string) => Object.keys(s.template.toJSON().Resources).filter((id) => id.startsWith(prefix)).sort();
     for (const job of ENABLED) {
       const machine = only(jobTemplate(s, job.name), 'AWS::StepFunctions::StateMachine');
       expect(passed(s, job.name, machine.RoleArn.Ref)).toEqual({ 'Fn::GetAtt': [roleId, 'Arn'] });
+      // The nested stack waits for the roles' policies: a state machine is refused until its role may deliver logs.
+      const nested = s.stack.scheduledJobs.jobs.get(job.name)!.stack;
+      const dependsOn = s.template.toJSON().Resources[s.stack.resolve((nested.nestedStackResource as any).logicalId)].DependsOn as string[];
+      expect(dependsOn).toEqual(expect.arrayContaining([...roleParts('JobsStateMachineRole'), ...roleParts('JobsEventsRole')]));
     }
     const statements = Object.values(resources(s.template, 'AWS::IAM::Policy'))
       .filter((p) => p.Properties.Roles.some((r: { Ref: string }) => r.Ref === roleId))
@@ -247,7 +252,7 @@ describe('scheduled jobs, the jobs table as shipped', () => {
       expect(alarms['dead-letters']).toMatchObject({ Namespace: 'AWS/SQS', MetricName: 'ApproximateNumberOfMessagesVisible' });
       for (const alarm of Object.values(alarms)) {
         expect(passed(s, job.name, alarm.AlarmActions[0].Ref)).toEqual({ Ref: expect.stringMatching(/^AlertsTopic/) });
-        expect(alarm.AlarmDescription).toMatch(/Runbook: README\.md#/);
+        expect(alarm.AlarmDescription).toMatch(/Runbook: docs\/operations\.md#/);
       }
     }
   });
@@ -303,7 +308,7 @@ describe('the execution-status rule (what replaces the ECS crash rule)', () => {
     const weird = 'a "quoted" \\ back\\slashed\nnew-lined {value} <status>';
     const values = Object.fromEntries(Object.keys(target.InputTransformer.InputPathsMap).map((k) => [k, weird]));
     const message = JSON.parse(transform(target.InputTransformer.InputTemplate, values));
-    expect(message).toMatchObject({ status: weird, error: weird, cause: weird, execution: weird, runbook: 'README.md#job-execution-failed' });
+    expect(message).toMatchObject({ status: weird, error: weird, cause: weird, execution: weird, runbook: 'docs/operations.md#job-execution-failed' });
     expect(Object.values(target.InputTransformer.InputPathsMap)).toEqual(expect.arrayContaining(['$.detail.status', '$.detail.error', '$.detail.cause', '$.detail.executionArn']));
   });
 
