@@ -3,7 +3,8 @@
  *
  * - Missed run: no `Succeeded` within the schedule's longest gap plus the grace period (the
  *   dead man's switch, so a job that never starts, or whose rule is gone, still pages).
- * - Failed: the job runner recorded a failure after its retries.
+ * - Failed (exit 1): the job runner's own alert. No alarm repeats it: its `Failed` metric is on
+ *   the dashboard, and if the runner cannot publish, the missed-run alarm still fires.
  * - Delivery: EventBridge could not start the job's execution (StartExecution failed).
  * - Dead letters: a schedule event landed in the job's dead-letter queue.
  * - A task that dies (killed, OOM, Spot, failed to start, exit 2, the backstop timeout): the job's
@@ -45,7 +46,6 @@ export interface JobMonitoringProps {
 /** One job's alarms. */
 export interface JobAlarms {
   readonly missedRun: cloudwatch.Alarm;
-  readonly failed: cloudwatch.Alarm;
   readonly delivery: cloudwatch.Alarm;
   readonly deadLetters: cloudwatch.Alarm;
 }
@@ -128,16 +128,6 @@ export class JobMonitoring extends Construct {
       treatMissingData: cloudwatch.TreatMissingData.BREACHING,
     });
 
-    const failed = new cloudwatch.Alarm(scope, 'Failed', {
-      alarmName: name('failed'),
-      alarmDescription: `${job.name} recorded a failed run after its retries. Runbook: ${RUNBOOK.failed}`,
-      metric: jobMetric(JOB_METRICS.failed, cloudwatch.Stats.SUM, period),
-      threshold: 1,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      evaluationPeriods: 1,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    });
-
     const delivery = new cloudwatch.Alarm(scope, 'Delivery', {
       alarmName: name('delivery'),
       alarmDescription: `EventBridge could not start ${job.name}'s execution (StartExecution failed). Runbook: ${RUNBOOK.delivery}`,
@@ -164,7 +154,7 @@ export class JobMonitoring extends Construct {
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
 
-    return { missedRun, failed, delivery, deadLetters };
+    return { missedRun, delivery, deadLetters };
   }
 }
 

@@ -63,12 +63,13 @@ beforeAll(() => {
 });
 
 describe('scheduled jobs, the jobs table as shipped', () => {
-  it('puts each enabled job in a nested stack of its own: task definition, state machine, rule, dead-letter queue, four alarms', () => {
+  it('puts each enabled job in a nested stack of its own: task definition, state machine, rule, dead-letter queue, three alarms', () => {
     expect(Object.keys(resources(s.template, 'AWS::CloudFormation::Stack'))).toHaveLength(ENABLED.length);
     for (const job of ENABLED) {
       const t = jobTemplate(s, job.name);
       for (const type of ['AWS::ECS::TaskDefinition', 'AWS::StepFunctions::StateMachine', 'AWS::Events::Rule', 'AWS::SQS::Queue']) t.resourceCountIs(type, 1);
-      expect(Object.keys(alarmsOf(t, job)).sort()).toEqual(['dead-letters', 'delivery', 'failed', 'missed-run']);
+      // No alarm on the runner's Failed metric: its own alert is the one message of an exit 1.
+      expect(Object.keys(alarmsOf(t, job)).sort()).toEqual(['dead-letters', 'delivery', 'missed-run']);
       // No role per job: the state machine, the rule and the task use the parent's.
       t.resourceCountIs('AWS::IAM::Role', 0);
       t.resourceCountIs('AWS::IAM::Policy', 0);
@@ -244,10 +245,9 @@ describe('scheduled jobs, the jobs table as shipped', () => {
     }
   });
 
-  it('alarms on the Failed metric, the rule\'s FailedInvocations and the dead-letter queue, all to the alert topic', () => {
+  it('alarms on the rule\'s FailedInvocations and the dead-letter queue, all to the alert topic', () => {
     for (const job of ENABLED) {
       const alarms = alarmsOf(jobTemplate(s, job.name), job);
-      expect(alarms.failed).toMatchObject({ Namespace: DEFAULT_METRICS_NAMESPACE, MetricName: JOB_METRICS.failed, Threshold: 1 });
       expect(alarms.delivery).toMatchObject({ Namespace: 'AWS/Events', MetricName: 'FailedInvocations', Dimensions: [{ Name: 'RuleName', Value: expect.anything() }] });
       expect(alarms['dead-letters']).toMatchObject({ Namespace: 'AWS/SQS', MetricName: 'ApproximateNumberOfMessagesVisible' });
       for (const alarm of Object.values(alarms)) {
@@ -335,7 +335,7 @@ describe('the jobs table drives the resources', () => {
   it('takes its metrics namespace from one setting, for the container and the alarms alike', () => {
     const ns = synth({ metricsNamespace: 'Acme/Jobs' });
     const t = jobTemplate(ns, 'billing-run');
-    expect(alarmsOf(t, { name: 'billing-run' }).failed!.Namespace).toBe('Acme/Jobs');
+    expect(alarmsOf(t, { name: 'billing-run' })['missed-run']!.Namespace).toBe('Acme/Jobs');
     expect(only(t, 'AWS::ECS::TaskDefinition').ContainerDefinitions[0].Environment).toContainEqual({ Name: 'METRICS_NAMESPACE', Value: 'Acme/Jobs' });
   });
 });
