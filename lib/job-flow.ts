@@ -18,8 +18,6 @@ import { taskRetriesOf, type JobDefinition } from './jobs.js';
 /** The runbook's sections, linked from every alarm's description and every alert. */
 export const RUNBOOK = {
   missedRun: 'docs/operations.md#missed-run',
-  /** The runner's own alert (exit 1); no alarm links it, the runbook's section is for the email. */
-  failed: 'docs/operations.md#job-failed',
   delivery: 'docs/operations.md#delivery-failed',
   deadLetters: 'docs/operations.md#dead-letters',
   /** The alert of a job's execution: retries ran out, exit 2, or the backstop timeout. */
