@@ -9,6 +9,12 @@
 import { ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, FARGATE_MAX_STOP_TIMEOUT_SECONDS, FARGATE_MIN_STOP_TIMEOUT_SECONDS } from './timing.js';
 import { DEFAULT_METRICS_NAMESPACE } from './metrics.js';
 
+/** The stack itself. */
+export const STACK_DEFAULTS = {
+  /** The CloudFormation stack name, and the prefix of the rule, state machine, alarm and task-family names. */
+  stackName: 'EcsSaasBackend',
+} as const;
+
 /** The application container, as the stack runs it in every task definition. */
 export const CONTAINER = {
   /** The container's name; the rules' container overrides address it by this name. */
@@ -69,7 +75,7 @@ export const JOB_DEFAULTS = {
    * stopped task) gets the most time to save its checkpoint before SIGKILL.
    */
   stopTimeoutSeconds: FARGATE_MAX_STOP_TIMEOUT_SECONDS,
-  /** EventBridge retries a failed RunTask this many times... */
+  /** EventBridge retries a failed StartExecution of a job's state machine this many times... */
   retryAttempts: 3,
   /** ...for at most this long, or the schedule's shortest gap if that is shorter. */
   maxEventAgeSeconds: 60 * 60,

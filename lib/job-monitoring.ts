@@ -3,33 +3,37 @@
  *
  * - Missed run: no `Succeeded` within the schedule's longest gap plus the grace period (the
  *   dead man's switch, so a job that never starts, or whose rule is gone, still pages).
- * - Failed: the job runner recorded a failure after its retries.
- * - Delivery: EventBridge could not start the task (RunTask failed).
+ * - Failed (exit 1): the job runner's own alert. No alarm repeats it: its `Failed` metric is on
+ *   the dashboard, and if the runner cannot publish, the missed-run alarm still fires.
+ * - Delivery: EventBridge could not start the job's execution (StartExecution failed).
  * - Dead letters: a schedule event landed in the job's dead-letter queue.
- * - Crash: a job task stopped with a non-zero exit code or never started. A process killed
- *   by the OOM killer or SIGKILL cannot report that itself, so ECS's own event does.
+ * - A task that dies (killed, OOM, Spot, failed to start, exit 2, the backstop timeout): the job's
+ *   state machine retries what is safe to retry and sends the one alert (lib/job-state-machine.ts).
+ * - An execution that ended without that alert (the alert itself failed, the execution timed out
+ *   or was stopped, a state that broke): the execution-status rule. It replaces the rule on ECS
+ *   task state changes, which would page for every task the state machine is about to retry.
  *
  * The metrics are the EMF lines the job runner writes (lib/metrics.ts).
  */
 import { Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
-import type * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as events from 'aws-cdk-lib/aws-events';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { AlertTarget } from './alerts.js';
 import { JOB_DEFAULTS } from './defaults.js';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from './metrics.js';
+import { ALREADY_ALERTED_ERRORS, RUNBOOK } from './job-flow.js';
 import { applyEvaluationWindow, missedRunWindow } from './missed-run.js';
 import { jobResourceName, type ScheduledJob, type ScheduledJobs } from './scheduled-jobs.js';
+
+export { RUNBOOK };
 
 export interface JobMonitoringProps {
   /** The jobs to watch. */
   readonly jobs: ScheduledJobs;
-  /** The cluster the job tasks run in; the crash rule matches its tasks only. */
-  readonly cluster: ecs.ICluster;
-  /** Where every alarm and crash alert goes. */
+  /** Where every alarm and the execution-status rule's alert go. */
   readonly topic: sns.ITopic;
   /** The namespace the job runner writes its metrics to (its METRICS_NAMESPACE). @default 'EcsSaasBackend/Jobs' */
   readonly metricsNamespace?: string;
@@ -42,25 +46,15 @@ export interface JobMonitoringProps {
 /** One job's alarms. */
 export interface JobAlarms {
   readonly missedRun: cloudwatch.Alarm;
-  readonly failed: cloudwatch.Alarm;
   readonly delivery: cloudwatch.Alarm;
   readonly deadLetters: cloudwatch.Alarm;
 }
 
-/** The runbook's sections, linked from every alarm's description and the crash alert. */
-export const RUNBOOK = {
-  missedRun: 'docs/operations.md#missed-run',
-  failed: 'docs/operations.md#job-failed',
-  delivery: 'docs/operations.md#delivery-failed',
-  deadLetters: 'docs/operations.md#dead-letters',
-  crashed: 'docs/operations.md#job-task-crashed',
-} as const;
-
 export class JobMonitoring extends Construct {
   /** Every enabled job's alarms, by job name. */
   public readonly alarms: ReadonlyMap<string, JobAlarms>;
-  /** Sends a readable message to the topic when a job task crashes or fails to start; none without enabled jobs. */
-  public readonly crashRule: events.Rule | undefined;
+  /** Pages when a job's execution ends without its own alert; none without enabled jobs. */
+  public readonly executionRule: events.Rule | undefined;
   /** Each job's duration, successes, failures and heartbeats; none without enabled jobs. */
   public readonly dashboard: cloudwatch.Dashboard | undefined;
 
@@ -73,7 +67,8 @@ export class JobMonitoring extends Construct {
 
     const alarms = new Map<string, JobAlarms>();
     for (const scheduled of jobs) {
-      const jobScope = new Construct(this, scheduled.job.name);
+      // In the job's nested stack: the parent's 500-resource limit would not hold 200 jobs' alarms.
+      const jobScope = new Construct(scheduled.stack, 'Monitoring');
       const jobAlarms = this.addAlarms(jobScope, scheduled, { namespace, prefix, now: props.now });
       for (const alarm of Object.values(jobAlarms)) alarm.addAlarmAction(alarmAction);
       alarms.set(scheduled.job.name, jobAlarms);
@@ -82,20 +77,22 @@ export class JobMonitoring extends Construct {
 
     // With no enabled job there is nothing to match, and EventBridge rejects a pattern with an empty list.
     if (jobs.length === 0) {
-      this.crashRule = undefined;
+      this.executionRule = undefined;
       this.dashboard = undefined;
       return;
     }
-    this.crashRule = new events.Rule(this, 'CrashRule', {
-      description: 'A scheduled job task stopped with a non-zero exit code or failed to start',
-      eventPattern: crashEventPattern(props.cluster, props.jobs),
+    this.executionRule = new events.Rule(this, 'ExecutionRule', {
+      description: 'A scheduled job\'s execution ended without its own alert: failed, timed out or stopped',
+      eventPattern: executionEventPattern(props.jobs),
     });
-    this.crashRule.addTarget(new AlertTarget(props.topic, crashMessage()));
+    this.executionRule.addTarget(new AlertTarget(props.topic, executionMessage()));
 
+    // One widget per metric, each a SEARCH over every job: the dashboard keeps its size (and
+    // CloudWatch's 500-widget limit) however many jobs there are.
     this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
       dashboardName: `${prefix}-jobs`,
       defaultInterval: Duration.days(7),
-      widgets: jobs.map((scheduled) => dashboardRow(scheduled, namespace)),
+      widgets: [dashboardRow(namespace)],
     });
   }
 
@@ -122,19 +119,9 @@ export class JobMonitoring extends Construct {
     });
     applyEvaluationWindow(missedRun, window);
 
-    const failed = new cloudwatch.Alarm(scope, 'Failed', {
-      alarmName: name('failed'),
-      alarmDescription: `${job.name} recorded a failed run after its retries. Runbook: ${RUNBOOK.failed}`,
-      metric: jobMetric(JOB_METRICS.failed, cloudwatch.Stats.SUM, period),
-      threshold: 1,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      evaluationPeriods: 1,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    });
-
     const delivery = new cloudwatch.Alarm(scope, 'Delivery', {
       alarmName: name('delivery'),
-      alarmDescription: `EventBridge could not start ${job.name} (RunTask failed). Runbook: ${RUNBOOK.delivery}`,
+      alarmDescription: `EventBridge could not start ${job.name}'s execution (StartExecution failed). Runbook: ${RUNBOOK.delivery}`,
       metric: new cloudwatch.Metric({
         namespace: 'AWS/Events',
         metricName: 'FailedInvocations',
@@ -158,71 +145,66 @@ export class JobMonitoring extends Construct {
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
 
-    return { missedRun, failed, delivery, deadLetters };
+    return { missedRun, delivery, deadLetters };
   }
 }
 
 /**
- * ECS Task State Change events of the job tasks that ended badly: STOPPED with a container's
- * non-zero exit code, or never started (stopCode TaskFailedToStart, e.g. no Spot capacity, an
- * image that cannot be pulled, a secret that cannot be read).
+ * Step Functions Execution Status Change events of this stack's job state machines that no
+ * alert covers yet: FAILED with any error but those already alerted (lib/job-flow.ts; the
+ * event's `error` field, and a FAILED event without one pages too), TIMED_OUT and ABORTED.
+ * One prefix of the state machines' names rather than a list of their ARNs: an event pattern
+ * may hold 2,048 characters.
  */
-export function crashEventPattern(cluster: ecs.ICluster, jobs: ScheduledJobs): events.EventPattern {
+export function executionEventPattern(jobs: ScheduledJobs): events.EventPattern {
+  const stack = Stack.of(jobs);
+  const stateMachineArn = [{ prefix: `arn:${stack.partition}:states:${stack.region}:${stack.account}:stateMachine:${jobResourceName(jobs.namePrefix, { name: '' })}` }];
   return {
-    source: ['aws.ecs'],
-    detailType: ['ECS Task State Change'],
+    source: ['aws.states'],
+    detailType: ['Step Functions Execution Status Change'],
     detail: {
-      clusterArn: [cluster.clusterArn],
-      lastStatus: ['STOPPED'],
-      // RunTask puts the family in the task's group; the service's tasks are "service:..." instead.
-      // One prefix for every job's family, not a list of them: an event pattern may hold 2,048
-      // characters, which some 40 job families would use up.
-      group: [{ prefix: `family:${jobResourceName(jobs.namePrefix, { name: '' })}` }],
+      stateMachineArn,
       $or: [
-        { containers: { exitCode: [{ 'anything-but': 0 }] } },
-        { stopCode: ['TaskFailedToStart'] },
+        { status: ['TIMED_OUT', 'ABORTED'] },
+        { status: ['FAILED'], error: [{ 'anything-but': [...ALREADY_ALERTED_ERRORS] }] },
+        { status: ['FAILED'], error: [{ exists: false }] },
       ],
-    },
+    } as Record<string, unknown>,
   };
 }
 
-/** Event fields are whole JSON values, never spliced into strings (see lib/service-monitoring.ts). */
-function crashMessage(): events.RuleTargetInput {
+/**
+ * The message: a JSON object whose values are the event's fields, each placed as a JSON value
+ * (never inside a quoted string), so EventBridge writes valid JSON whatever they hold.
+ */
+function executionMessage(): events.RuleTargetInput {
   const field = (path: string) => events.EventField.fromPath(path);
   return events.RuleTargetInput.fromObject({
-    alert: 'A scheduled job task stopped abnormally',
-    group: field('$.detail.group'),
-    exitCode: field('$.detail.containers[0].exitCode'),
-    exitCodes: '1 failed or timed out, 2 usage error, 3 interrupted by SIGTERM with a checkpoint saved, 137 killed: out of memory or stopTimeout',
-    containerReason: field('$.detail.containers[0].reason'),
-    stopCode: field('$.detail.stopCode'),
-    stoppedReason: field('$.detail.stoppedReason'),
-    task: field('$.detail.taskArn'),
-    stoppedAt: field('$.detail.stoppedAt'),
-    runbook: RUNBOOK.crashed,
+    alert: 'A scheduled job\'s execution ended without its own alert (its alert failed, it timed out, it was stopped, or a state broke). Open the execution in the Step Functions console; rerun with: npm run job:aws -- <job> --scheduled-time <its scheduledTime>',
+    status: field('$.detail.status'),
+    error: field('$.detail.error'),
+    cause: field('$.detail.cause'),
+    execution: field('$.detail.executionArn'),
+    stateMachine: field('$.detail.stateMachineArn'),
+    input: field('$.detail.input'),
+    runbook: RUNBOOK.executionFailed,
   });
 }
 
-function dashboardRow(scheduled: ScheduledJob, namespace: string): cloudwatch.IWidget[] {
-  const { job } = scheduled;
-  const metric = (metricName: string, statistic: string, label: string) =>
-    new cloudwatch.Metric({ namespace, metricName, dimensionsMap: { [JOB_DIMENSION]: job.name }, statistic, label, period: Duration.hours(1) });
+function dashboardRow(namespace: string): cloudwatch.IWidget[] {
+  const search = (metricName: string, statistic: string, label: string) => new cloudwatch.MathExpression({
+    expression: `SEARCH('{${namespace},${JOB_DIMENSION}} MetricName="${metricName}"', '${statistic}', 3600)`,
+    label,
+    period: Duration.hours(1),
+  });
   return [
+    new cloudwatch.GraphWidget({ title: 'Jobs: duration (ms, average)', left: [search(JOB_METRICS.duration, 'Average', 'duration')], width: 8 }),
     new cloudwatch.GraphWidget({
-      title: `${job.name}: duration (ms)`,
-      left: [metric(JOB_METRICS.duration, cloudwatch.Stats.AVERAGE, 'average'), metric(JOB_METRICS.duration, cloudwatch.Stats.MAXIMUM, 'max')],
+      title: 'Jobs: runs succeeded and failed',
+      left: [search(JOB_METRICS.succeeded, 'Sum', 'succeeded'), search(JOB_METRICS.failed, 'Sum', 'failed')],
       width: 8,
     }),
-    new cloudwatch.GraphWidget({
-      title: `${job.name}: runs`,
-      left: [metric(JOB_METRICS.succeeded, cloudwatch.Stats.SUM, 'succeeded'), metric(JOB_METRICS.failed, cloudwatch.Stats.SUM, 'failed')],
-      width: 8,
-    }),
-    new cloudwatch.GraphWidget({
-      title: `${job.name}: heartbeats`,
-      left: [metric(JOB_METRICS.heartbeat, cloudwatch.Stats.SUM, 'heartbeats')],
-      width: 8,
-    }),
+    new cloudwatch.GraphWidget({ title: 'Jobs: heartbeats', left: [search(JOB_METRICS.heartbeat, 'Sum', 'heartbeats')], width: 8 }),
   ];
 }
 

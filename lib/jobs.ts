@@ -2,7 +2,7 @@
  * The jobs table: the one place where a scheduled job is declared.
  *
  * Add a row here and a handler in `app/jobs/registry.ts`; `cdk deploy` then creates the
- * job's task definition, EventBridge rule, alarms and dashboard widgets, and
+ * job's nested stack (task definition, state machine, EventBridge rule, alarms), and
  * `node dist/app/main.js <name>` runs it. The table is plain data with no aws-cdk-lib import,
  * so that the container and synth read (and validate) the very same rows.
  */
@@ -26,6 +26,11 @@ export interface JobDefinition {
   readonly timeoutSeconds: number;
   /** In-process retries after a failed attempt, with exponential backoff and jitter. */
   readonly retries: number;
+  /**
+   * New tasks the job's Step Functions execution starts after a task that died (exit 3, killed,
+   * Spot interruption, failed to start), each resuming from the checkpoint. @default 2
+   */
+  readonly taskRetries?: number;
   /** What a run does while another run of this job is in progress. */
   readonly overlap: OverlapPolicy;
   /** A disabled job keeps its row and its handler but gets no rule, task definition or alarms. */
@@ -64,6 +69,8 @@ export const JOBS = [
     overlap: 'skip',
     enabled: true,
     spot: true,
+    // Spot tasks get interrupted now and then; each new task resumes from the checkpoint.
+    taskRetries: 3,
     usesExportBucket: false,
     missedRunGraceMinutes: 60,
   },
@@ -78,6 +85,8 @@ export const JOBS = [
     overlap: 'skip',
     enabled: true,
     spot: true,
+    // Spot tasks get interrupted now and then; each new task resumes from the checkpoint.
+    taskRetries: 3,
     usesExportBucket: false,
     missedRunGraceMinutes: 60,
   },
@@ -131,6 +140,15 @@ const KEBAB = /^[a-z][a-z0-9]*(-[a-z0-9]+)*$/;
 /** EventBridge rule names and ECS family names share a 64-character budget with the stack's prefix. */
 const MAX_NAME_LENGTH = 40;
 const MAX_RETRIES = 10;
+/** Each task retry waits longer (lib/job-flow.ts); more than this would hold an execution for hours. */
+export const MAX_TASK_RETRIES = 5;
+/** `taskRetries` of a row that does not set it. */
+export const DEFAULT_TASK_RETRIES = 2;
+
+/** The row's `taskRetries`, or the default. */
+export function taskRetriesOf(job: JobDefinition): number {
+  return job.taskRetries ?? DEFAULT_TASK_RETRIES;
+}
 
 /**
  * Every problem in the table, each naming the job and the field. Empty when the table is valid.
@@ -185,6 +203,9 @@ export function validateJobs(jobs: readonly JobDefinition[], now: Date = new Dat
 
     if (!Number.isInteger(job.retries) || job.retries < 0 || job.retries > MAX_RETRIES) {
       bad('retries', `must be a whole number from 0 to ${MAX_RETRIES}, got ${job.retries}`);
+    }
+    if (job.taskRetries !== undefined && (!Number.isInteger(job.taskRetries) || job.taskRetries < 0 || job.taskRetries > MAX_TASK_RETRIES)) {
+      bad('taskRetries', `must be a whole number from 0 to ${MAX_TASK_RETRIES}, got ${job.taskRetries}`);
     }
     if (job.overlap !== 'skip' && job.overlap !== 'wait') {
       bad('overlap', `must be "skip" or "wait", got ${JSON.stringify(job.overlap)}`);

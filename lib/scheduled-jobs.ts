@@ -1,23 +1,32 @@
 /**
- * The scheduled jobs: for every enabled row of the jobs table, a Fargate task definition
- * and one EventBridge rule that runs it, with a retry policy and a dead-letter queue.
+ * The scheduled jobs: for every enabled row of the jobs table, a Fargate task definition, a
+ * Step Functions state machine that runs it until it finishes (lib/job-state-machine.ts), and
+ * one EventBridge rule that starts an execution on the job's schedule, with a retry policy and
+ * a dead-letter queue.
  *
- * Each job lives under a construct named after it, so adding, removing or disabling one job
- * never changes another job's logical ids.
+ * Each job's resources live in a nested stack of their own, named after the job: a stack holds
+ * at most 500 resources, and a job brings about ten. Adding, removing or disabling one job adds
+ * or removes one nested stack and never touches another job's logical ids. What the jobs share
+ * (roles, the security group, the execution log group) stays in the parent stack, so that it is
+ * made once, and the nested stacks receive it as parameters.
  */
-import { Duration, Stack, Validations } from 'aws-cdk-lib';
+import { Duration, NestedStack, Stack, Validations } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { addAppTask, type AppRuntime } from './app-task.js';
 import { nagText } from './nag.js';
-import { CONTAINER, JOB_DEFAULTS, LIMITS } from './defaults.js';
+import { CONTAINER, JOB_DEFAULTS, LIMITS, OBSERVABILITY_DEFAULTS } from './defaults.js';
+import { RUNBOOK, TASK_START_ALLOWANCE_SECONDS } from './job-flow.js';
+import { jobStateMachineDefinition } from './job-state-machine.js';
 import { JOBS, validateJobs, type JobDefinition } from './jobs.js';
 import { missedRunProblems } from './missed-run.js';
 import { parseSchedule, shortestIntervalMs } from './schedule.js';
@@ -38,8 +47,12 @@ export interface ScheduledJobsProps {
   readonly namePrefix?: string;
   /** SIGTERM to SIGKILL for a job's container. @default Duration.seconds(120) */
   readonly stopTimeout?: Duration;
-  /** EventBridge retries of a failed RunTask. @default 3 */
+  /** EventBridge retries of a failed StartExecution. @default 3 */
   readonly retryAttempts?: number;
+  /** Time a job's task may take to start before its runner counts its timeout; part of the backstop (0 to twice the default). @default Duration.seconds(300) */
+  readonly taskStartAllowance?: Duration;
+  /** Retention of the state machines' execution logs. @default 30 days */
+  readonly executionLogRetention?: logs.RetentionDays;
   /** The current time, for validating schedules. @default - now */
   readonly now?: Date;
 }
@@ -47,17 +60,21 @@ export interface ScheduledJobsProps {
 /** One enabled job's resources. */
 export interface ScheduledJob {
   readonly job: JobDefinition;
+  /** The nested stack that holds the job's resources (and its alarms). */
+  readonly stack: NestedStack;
   readonly taskDefinition: ecs.FargateTaskDefinition;
   readonly container: ecs.ContainerDefinition;
-  /** The rule that starts the task on the job's schedule. */
+  /** Runs the task until it finishes, retries what is safe to retry, alerts once. */
+  readonly stateMachine: sfn.StateMachine;
+  /** The rule that starts an execution on the job's schedule. */
   readonly rule: events.Rule;
-  /** Schedule events EventBridge could not deliver (RunTask failed after the retries). */
+  /** Schedule events EventBridge could not deliver (StartExecution failed after the retries). */
   readonly deadLetterQueue: sqs.Queue;
   /** The job's task role: publish to the alert topic, plus uploads to the export bucket when the job uses it. */
   readonly taskRole: iam.IRole;
 }
 
-/** The rule name and task family of a job: `<prefix>-<job>`. */
+/** The rule name, task family and state machine name of a job: `<prefix>-<job>`. */
 export function jobResourceName(prefix: string, job: Pick<JobDefinition, 'name'>): string {
   return `${prefix}-${job.name}`;
 }
@@ -95,8 +112,12 @@ export class ScheduledJobs extends Construct {
   public readonly taskRole: iam.Role;
   /** The task role of the jobs with `usesExportBucket`: the same, plus uploads to the export bucket; undefined without such a job. */
   public readonly exportTaskRole: iam.Role | undefined;
-  /** The role EventBridge starts every job's task with. */
+  /** The role EventBridge starts every job's execution with. */
   public readonly eventsRole: iam.Role;
+  /** The one role of every job's state machine: run the job tasks, pass their roles, publish the alert. */
+  public readonly stateMachineRole: iam.Role;
+  /** Where every job's state machine logs its executions. */
+  public readonly executionLogGroup: logs.LogGroup;
   /** Prefix of the rule names and task families, `<prefix>-<job>`. */
   public readonly namePrefix: string;
 
@@ -106,6 +127,7 @@ export class ScheduledJobs extends Construct {
     const problems = new Problems();
     problems.seconds('job stopTimeout', props.stopTimeout, LIMITS.stopTimeoutSeconds);
     problems.whole('retryAttempts', props.retryAttempts, 0, 185);
+    problems.seconds('taskStartAllowance', props.taskStartAllowance, { min: 0, max: TASK_START_ALLOWANCE_SECONDS * 2 });
     problems.list.push(...validateScheduledJobs(jobs, { namePrefix, hasExportBucket: props.exportBucket !== undefined, now: props.now }));
     if (problems.list.length > 0) throw new InvalidSettingsError('The jobs table (lib/jobs.ts)', problems.list);
     super(scope, id);
@@ -141,27 +163,89 @@ export class ScheduledJobs extends Construct {
     } else {
       this.exportTaskRole = undefined;
     }
+    const stack = Stack.of(this);
+    const arn = (service: string, resource: string) => `arn:${stack.partition}:${service}:${stack.region}:${stack.account}:${resource}`;
+    const acknowledgeResource = (role: iam.Role, resource: string, reason: string) =>
+      Validations.of(role).acknowledge({ id: `AwsSolutions-IAM5[Resource::${nagText(this, resource)}]`, reason });
+
     this.eventsRole = new iam.Role(this, 'EventsRole', {
       assumedBy: new iam.ServicePrincipal('events.amazonaws.com'),
-      description: 'EventBridge runs the scheduled jobs\' tasks',
+      description: 'EventBridge starts the scheduled jobs\' executions',
     });
-    // EcsTask grants RunTask on each task definition (in this cluster) and PassRole on its
-    // roles; it also grants tagging of the tasks it starts, whose ARNs exist only once they run.
-    Validations.of(this.eventsRole).acknowledge({
-      id: `AwsSolutions-IAM5[Resource::${nagText(this, `arn:${Stack.of(this).partition}:ecs:${Stack.of(this).region}:*:task/${cluster.clusterName}/*`)}]`,
-      reason: 'EventBridge tags the task it starts (propagateTags); a task\'s ARN exists only once it runs, so the grant covers the tasks of this one cluster.',
+    const stateMachines = arn('states', `stateMachine:${jobResourceName(namePrefix, { name: '' })}*`);
+    this.eventsRole.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [stateMachines] }));
+    acknowledgeResource(this.eventsRole, stateMachines,
+      'The state machines live in the jobs\' nested stacks; one pattern of their names (<stack>-<job>) stays the same size for 200 jobs, where their ARNs would pass IAM\'s policy size limit.');
+
+    this.executionLogGroup = new logs.LogGroup(this, 'ExecutionLogs', {
+      // The vendedlogs prefix keeps the log group's resource policy, which Step Functions writes, short.
+      logGroupName: `/aws/vendedlogs/states/${namePrefix}-jobs`,
+      retention: props.executionLogRetention ?? (OBSERVABILITY_DEFAULTS.logRetentionDays as logs.RetentionDays),
     });
+
+    this.stateMachineRole = new iam.Role(this, 'StateMachineRole', {
+      assumedBy: new iam.ServicePrincipal('states.amazonaws.com'),
+      description: 'Every scheduled job\'s state machine: runs the job tasks in this cluster, publishes their alerts',
+    });
+    const jobTaskDefinitions = arn('ecs', `task-definition/${jobResourceName(namePrefix, { name: '' })}*:*`);
+    this.stateMachineRole.addToPrincipalPolicy(new iam.PolicyStatement({
+      sid: 'RunTheJobTasksInThisCluster',
+      actions: ['ecs:RunTask'],
+      resources: [jobTaskDefinitions],
+      conditions: { ArnEquals: { 'ecs:cluster': cluster.clusterArn } },
+    }));
+    this.stateMachineRole.addToPrincipalPolicy(new iam.PolicyStatement({
+      sid: 'PassTheJobTaskRoles',
+      actions: ['iam:PassRole'],
+      resources: [this.executionRole, this.taskRole, ...(this.exportTaskRole ? [this.exportTaskRole] : [])].map((r) => r.roleArn),
+    }));
+    // What runTask.sync needs besides RunTask: it watches the task through a managed EventBridge
+    // rule, describes the task, and stops it when the state times out or the execution is stopped.
+    const clusterTasks = arn('ecs', `task/${cluster.clusterName}/*`);
+    this.stateMachineRole.addToPrincipalPolicy(new iam.PolicyStatement({
+      sid: 'WatchAndStopTheJobTasks',
+      actions: ['ecs:StopTask', 'ecs:DescribeTasks'],
+      resources: [clusterTasks],
+    }));
+    this.stateMachineRole.addToPrincipalPolicy(new iam.PolicyStatement({
+      sid: 'ManagedRuleOfRunTaskSync',
+      actions: ['events:PutTargets', 'events:PutRule', 'events:DescribeRule'],
+      resources: [arn('events', 'rule/StepFunctionsGetEventsForECSTaskRule')],
+    }));
+    grantPublish(props.alertTopic, this.stateMachineRole);
+    this.stateMachineRole.addToPrincipalPolicy(new iam.PolicyStatement({
+      sid: 'ExecutionLogsAndTraces',
+      actions: [
+        'logs:CreateLogDelivery', 'logs:GetLogDelivery', 'logs:UpdateLogDelivery', 'logs:DeleteLogDelivery', 'logs:ListLogDeliveries',
+        'logs:PutResourcePolicy', 'logs:DescribeResourcePolicies', 'logs:DescribeLogGroups',
+        'xray:PutTraceSegments', 'xray:PutTelemetryRecords', 'xray:GetSamplingRules', 'xray:GetSamplingTargets',
+      ],
+      resources: ['*'],
+    }));
+    acknowledgeResource(this.stateMachineRole, jobTaskDefinitions,
+      'RunTask on the job task definitions only (their families are <stack>-<job>), every revision (each deploy makes one), and only in this cluster (the ecs:cluster condition).');
+    acknowledgeResource(this.stateMachineRole, clusterTasks,
+      'runTask.sync describes and stops the task it started; a task\'s ARN exists only once it runs, so the grant covers the tasks of this one cluster.');
+    acknowledgeResource(this.stateMachineRole, '*',
+      'Log delivery (execution logging) and X-Ray actions accept no resource but "*" (see the Step Functions guide, "IAM policies for logging to CloudWatch Logs" and "X-Ray").');
 
     const stopTimeout = props.stopTimeout ?? Duration.seconds(JOB_DEFAULTS.stopTimeoutSeconds);
     const byName = new Map<string, ScheduledJob>();
     for (const job of enabled) {
-      byName.set(job.name, this.addJob(job, props, { namePrefix, stopTimeout }));
+      byName.set(job.name, this.addJob(job, props, {
+        namePrefix,
+        stopTimeout,
+        startAllowance: props.taskStartAllowance ?? Duration.seconds(TASK_START_ALLOWANCE_SECONDS),
+      }));
     }
     this.jobs = byName;
   }
 
-  private addJob(job: JobDefinition, props: ScheduledJobsProps, shared: { namePrefix: string; stopTimeout: Duration }): ScheduledJob {
-    const scope = new Construct(this, job.name);
+  private addJob(job: JobDefinition, props: ScheduledJobsProps, shared: { namePrefix: string; stopTimeout: Duration; startAllowance: Duration }): ScheduledJob {
+    const scope = new NestedStack(this, job.name, { description: `Scheduled job ${job.name}: its task definition, state machine, rule and alarms` });
+    // The roles come in as ARNs, so CloudFormation would not wait for their policies: Step
+    // Functions refuses a state machine whose role cannot yet deliver its logs.
+    scope.nestedStackResource!.node.addDependency(this.stateMachineRole, this.eventsRole);
     const name = jobResourceName(shared.namePrefix, job);
 
     const taskRole = job.usesExportBucket && this.exportTaskRole ? this.exportTaskRole : this.taskRole;
@@ -185,6 +269,26 @@ export class ScheduledJobs extends Construct {
       },
     });
 
+    const stateMachine = new sfn.StateMachine(scope, 'StateMachine', {
+      stateMachineName: name,
+      stateMachineType: sfn.StateMachineType.STANDARD,
+      definitionBody: sfn.DefinitionBody.fromString(Stack.of(scope).toJsonString(jobStateMachineDefinition({
+        job,
+        clusterArn: props.cluster.clusterArn,
+        taskDefinitionArn: taskDefinition.taskDefinitionArn,
+        subnetIds: props.cluster.vpc.selectSubnets({ subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS }).subnetIds,
+        securityGroupIds: [this.securityGroup.securityGroupId],
+        topicArn: props.alertTopic.topicArn,
+        stopTimeoutSeconds: shared.stopTimeout.toSeconds(),
+        startAllowanceSeconds: shared.startAllowance.toSeconds(),
+        runbook: RUNBOOK.runFailed,
+      }))),
+      // Shared and complete (the parent grants it); an imported role takes no per-job policies.
+      role: iam.Role.fromRoleArn(scope, 'StateMachineRole', this.stateMachineRole.roleArn, { mutable: false }),
+      logs: { destination: this.executionLogGroup, level: sfn.LogLevel.ALL, includeExecutionData: true },
+      tracingEnabled: true,
+    });
+
     const deadLetterQueue = new sqs.Queue(scope, 'DeadLetterQueue', {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
@@ -204,42 +308,18 @@ export class ScheduledJobs extends Construct {
       description: `${job.name}: ${job.description}`.slice(0, 512),
       schedule: events.Schedule.expression(job.schedule),
     });
-    rule.addTarget(new targets.EcsTask({
-      cluster: props.cluster,
-      taskDefinition,
-      taskCount: 1,
-      subnetSelection: { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS },
-      assignPublicIp: false,
-      securityGroups: [this.securityGroup],
-      platformVersion: ecs.FargatePlatformVersion.LATEST,
-      propagateTags: ecs.PropagatedTagSource.TASK_DEFINITION,
-      containerOverrides: [{
-        containerName: CONTAINER.name,
-        // The time the schedule fired, not the time the task started: a retried run still knows which run it is.
-        environment: [{ name: 'SCHEDULED_TIME', value: events.EventField.time }],
-      }],
-      role: this.eventsRole,
+    rule.addTarget(new targets.SfnStateMachine(stateMachine, {
+      // The event's time is the run key. A field used as a JSON value, never inside a quoted
+      // string: EventBridge writes it as JSON, so the input stays valid whatever it holds.
+      input: events.RuleTargetInput.fromObject({ scheduledTime: events.EventField.time }),
+      role: iam.Role.fromRoleArn(scope, 'EventsRole', this.eventsRole.roleArn, { mutable: false }),
       retryAttempts: props.retryAttempts ?? JOB_DEFAULTS.retryAttempts,
       maxEventAge: Duration.seconds(maxEventAgeSeconds),
       deadLetterQueue,
     }));
-    if (job.spot) useFargateSpot(rule);
 
-    return { job, taskDefinition, container, rule, deadLetterQueue, taskRole };
+    return { job, stack: scope, taskDefinition, container, stateMachine, rule, deadLetterQueue, taskRole };
   }
-}
-
-/**
- * Runs the rule's ECS target on Fargate Spot. `events_targets.EcsTask` has no capacity
- * provider option, so this edits the rendered target: a capacity provider strategy replaces
- * the launch type (RunTask accepts one or the other, never both).
- */
-export function useFargateSpot(rule: events.Rule, targetIndex = 0): void {
-  const cfnRule = rule.node.defaultChild as events.CfnRule;
-  cfnRule.addPropertyDeletionOverride(`Targets.${targetIndex}.EcsParameters.LaunchType`);
-  cfnRule.addPropertyOverride(`Targets.${targetIndex}.EcsParameters.CapacityProviderStrategy`, [
-    { CapacityProvider: 'FARGATE_SPOT', Weight: 1 },
-  ]);
 }
 
 /**

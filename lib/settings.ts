@@ -8,7 +8,7 @@
  */
 import { Duration, type Environment } from 'aws-cdk-lib';
 import type { Node } from 'constructs';
-import { DEFAULT_STAGE, LIMITS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STAGES, STORAGE_DEFAULTS, WAF_DEFAULTS, type Stage, type StageDefaults } from './defaults.js';
+import { DEFAULT_STAGE, LIMITS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STACK_DEFAULTS, STAGES, STORAGE_DEFAULTS, WAF_DEFAULTS, type Stage, type StageDefaults } from './defaults.js';
 import type { JobDefinition } from './jobs.js';
 import { validateBackendStackProps, type BackendStackProps } from './stack.js';
 import { Problems, throwIfProblems } from './validation.js';
@@ -32,7 +32,7 @@ const staged = (kind: Kind, doc: string, perStage: keyof StageDefaults): Setting
 /** Every context key the app reads. */
 export const CONTEXT_SETTINGS = {
   stage: setting('string', `The environment: ${STAGES.join(' or ')}; its defaults fill every setting marked "per stage"`, DEFAULT_STAGE),
-  stackName: setting('string', 'The CloudFormation stack name; also the prefix of rule, alarm and dashboard names', 'EcsSaasBackend-<stage>'),
+  stackName: setting('string', 'The CloudFormation stack name; also the prefix of rule, alarm and dashboard names', `${STACK_DEFAULTS.stackName}-<stage>`),
   account: setting('string', 'AWS account to pin the stack to (with `region`); unset, the stack is environment-agnostic'),
   region: setting('string', 'AWS region to pin the stack to (with `account`)'),
   alertEmail: setting('string', 'Receives every alarm and crash alert (required; confirm the subscription email AWS sends); `none` when the alert topic is subscribed elsewhere'),
@@ -126,7 +126,7 @@ export function settingsFromContext(node: Node, options: { readonly jobs?: reado
   }
   const env: Environment | undefined = account !== undefined && region !== undefined ? { account, region } : undefined;
   const stage = (str('stage') ?? DEFAULT_STAGE) as Stage;
-  const stackName = str('stackName') ?? `EcsSaasBackend-${stage}`;
+  const stackName = str('stackName') ?? `${STACK_DEFAULTS.stackName}-${stage}`;
   const deletionProtection = bool('deletionProtection');
 
   const props: BackendStackProps = {

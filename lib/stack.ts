@@ -236,7 +236,6 @@ export class BackendStack extends Stack {
     });
     this.jobMonitoring = new JobMonitoring(this, 'JobMonitoring', {
       jobs: this.scheduledJobs,
-      cluster: this.cluster,
       topic: this.alerts.topic,
       metricsNamespace,
       namePrefix: this.stackName,

@@ -1,19 +1,21 @@
 /**
  * `npm run jobs [-- --json]`: the jobs table as an operator reads it. For each job: its
- * schedule in words and its next three runs (UTC); cpu, memory and timeout; and what a run
- * and a month of runs cost on Fargate, x86 and ARM, on-demand and Spot.
+ * schedule in words and its next three runs (UTC); cpu, memory, timeout and task retries; what
+ * a run and a month of runs cost on Fargate, x86 and ARM, on-demand and Spot; and what the
+ * run's Step Functions execution costs (its state transitions, lib/job-flow.ts).
  *
  * A run's length is the median of its last succeeded runs in job_runs when a database is
  * configured (DATABASE_URL or DB_*) and has some; otherwise the stated assumption.
  */
-import { JOBS, type JobDefinition } from '../../lib/jobs.js';
+import { RETRY_PATH, stateTransitions } from '../../lib/job-flow.js';
+import { JOBS, taskRetriesOf, type JobDefinition } from '../../lib/jobs.js';
 import { describeSchedule, nextRuns, parseSchedule, type Schedule } from '../../lib/schedule.js';
 import { loadConfig } from '../config.js';
 import { createPool } from '../db.js';
 import { UsageError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { errorText } from '../shutdown.js';
-import { COST_VARIANTS, FARGATE_PRICING, SPOT_DISCOUNT, costs } from './pricing.js';
+import { COST_VARIANTS, FARGATE_PRICING, SPOT_DISCOUNT, STEP_FUNCTIONS_PRICING, costs } from './pricing.js';
 import { formatDuration } from './progress.js';
 import { fitTable, wrap } from './text-table.js';
 
@@ -38,12 +40,16 @@ export interface JobListing {
   readonly memoryMiB: number;
   readonly timeoutSeconds: number;
   readonly retries: number;
+  /** New tasks the job's execution starts after a task that died. */
+  readonly taskRetries: number;
   readonly overlap: string;
   readonly spot: boolean;
   readonly runLengthSeconds: number;
   readonly runLengthSource: string;
   readonly runsPerMonth: number;
   readonly costUsd: ReturnType<typeof costs>;
+  /** The job's Step Functions execution: billed state transitions of a run that succeeds at once, and what a task retry adds. */
+  readonly stepFunctions: { readonly transitionsPerRun: number; readonly transitionsPerTaskRetry: number; readonly perRunUsd: number; readonly perMonthUsd: number };
   readonly pricing: { region: string; perVcpuHour: Record<string, number>; perGbHour: Record<string, number>; assumptions: string[] };
 }
 
@@ -68,6 +74,7 @@ const ASSUMPTIONS = [
   `Spot: on-demand less ${Math.round(SPOT_DISCOUNT * 100)}% (AWS's "up to 70%"; the live Spot price moves)`,
   `billed: the run plus ${FARGATE_PRICING.taskStartSeconds} s of task start (an assumption), at least ${FARGATE_PRICING.minimumBilledSeconds} s`,
   `run length: median of the last ${MEDIAN_OF_RUNS} succeeded runs in job_runs; ${FARGATE_PRICING.assumedRunSeconds / 60} min assumed when there are none`,
+  `Step Functions (standard): $${STEP_FUNCTIONS_PRICING.perStateTransition * 1_000} per 1,000 state transitions (${STEP_FUNCTIONS_PRICING.source}); a run that succeeds at once takes ${stateTransitions(0)}, each task retry ${RETRY_PATH.length} more; ${STEP_FUNCTIONS_PRICING.freeTransitionsPerMonth.toLocaleString('en-US')} free a month per account, not counted here`,
 ];
 
 export function listJob(job: JobDefinition, length: RunLength | undefined, now: Date = new Date()): JobListing {
@@ -87,12 +94,19 @@ export function listJob(job: JobDefinition, length: RunLength | undefined, now: 
     memoryMiB: job.memoryMiB,
     timeoutSeconds: job.timeoutSeconds,
     retries: job.retries,
+    taskRetries: taskRetriesOf(job),
     overlap: job.overlap,
     spot: job.spot,
     runLengthSeconds: runLength.seconds,
     runLengthSource: runLength.source,
     runsPerMonth: Math.round(perMonth * 100) / 100,
     costUsd: costs(job.cpu, job.memoryMiB, runLength.seconds, job.enabled ? perMonth : 0),
+    stepFunctions: {
+      transitionsPerRun: stateTransitions(0),
+      transitionsPerTaskRetry: RETRY_PATH.length,
+      perRunUsd: stateTransitions(0) * STEP_FUNCTIONS_PRICING.perStateTransition,
+      perMonthUsd: stateTransitions(0) * STEP_FUNCTIONS_PRICING.perStateTransition * (job.enabled ? perMonth : 0),
+    },
     pricing: {
       region: FARGATE_PRICING.region,
       perVcpuHour: Object.fromEntries(COST_VARIANTS.map((v) => [v.key, round(prices[v.architecture][v.capacity].vcpuHour, 6)])),
@@ -106,12 +120,12 @@ function round(n: number, digits: number): number {
   return Number(n.toFixed(digits));
 }
 
-const usd = (n: number) => (n === 0 ? '$0' : n < 0.01 ? `$${n.toFixed(4)}` : `$${n.toFixed(2)}`);
+const usd = (n: number) => (n === 0 ? '$0' : n < 0.001 ? `$${n.toFixed(6)}` : n < 0.01 ? `$${n.toFixed(4)}` : `$${n.toFixed(2)}`);
 const utc = (iso: string) => iso.slice(5, 16).replace('T', ' ');
 
 /** The listing for a terminal `width` columns wide: a table when it fits, else a block per job. */
 export function formatListing(listings: readonly JobListing[], width = Infinity): string {
-  const headers = ['JOB', 'ON', 'SCHEDULE (UTC)', 'NEXT 3 RUNS (UTC, MM-DD hh:mm)', 'CPU', 'MEMORY', 'TIMEOUT', 'RUN LENGTH', 'RUNS/MO', ...COST_VARIANTS.map((v) => `${v.label} RUN / MONTH`)];
+  const headers = ['JOB', 'ON', 'SCHEDULE (UTC)', 'NEXT 3 RUNS (UTC, MM-DD hh:mm)', 'CPU', 'MEMORY', 'TIMEOUT', 'TASK RETRIES', 'RUN LENGTH', 'RUNS/MO', ...COST_VARIANTS.map((v) => `${v.label} RUN / MONTH`), 'STEP FUNCTIONS RUN / MONTH'];
   const rows = listings.map((l) => [
     l.name,
     l.enabled ? 'yes' : 'no',
@@ -120,9 +134,11 @@ export function formatListing(listings: readonly JobListing[], width = Infinity)
     `${l.vcpu} vCPU`,
     `${l.memoryMiB} MiB`,
     formatDuration(l.timeoutSeconds),
+    String(l.taskRetries),
     `${formatDuration(l.runLengthSeconds)} ${l.runLengthSource === 'assumed' ? '(assumed)' : `(${l.runLengthSource})`}`,
     l.runsPerMonth.toFixed(1),
     ...COST_VARIANTS.map((v) => `${usd(l.costUsd.perRun[v.key])} / ${usd(l.costUsd.perMonth[v.key])}`),
+    `${usd(l.stepFunctions.perRunUsd)} / ${usd(l.stepFunctions.perMonthUsd)}`,
   ]);
   const { prices } = FARGATE_PRICING;
   const priceLines = COST_VARIANTS.map(
@@ -139,7 +155,7 @@ export function formatListing(listings: readonly JobListing[], width = Infinity)
     const indent = ' '.repeat(n.length - n.trimStart().length + 2);
     return Number.isFinite(width) ? wrap(n, width - indent.length).map((part, i) => (i === 0 ? part : `${indent}${part}`)) : [n];
   });
-  return [fitTable(headers, rows, new Set([4, 5, 6, 8]), width), '', ...wrapped].join('\n');
+  return [fitTable(headers, rows, new Set([4, 5, 6, 7, 9]), width), '', ...wrapped].join('\n');
 }
 
 /** Median run lengths from job_runs, when a database is configured and reachable. */

@@ -73,3 +73,13 @@ export function costs(cpu: number, memoryMiB: number, runSeconds: number, runsPe
   }
   return { perRun, perMonth };
 }
+
+/**
+ * Step Functions standard workflows bill per state transition: $0.025 per 1,000 in us-east-1
+ * (https://aws.amazon.com/step-functions/pricing/), after 4,000 free a month per account.
+ */
+export const STEP_FUNCTIONS_PRICING = {
+  source: 'https://aws.amazon.com/step-functions/pricing/',
+  perStateTransition: 0.025 / 1_000,
+  freeTransitionsPerMonth: 4_000,
+} as const;

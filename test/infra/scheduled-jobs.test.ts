@@ -1,55 +1,59 @@
-import { Match, type Template } from 'aws-cdk-lib/assertions';
+import { Match, Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { benchJobs } from '../../bench/jobs-table.js';
 import { CONTAINER, JOB_DEFAULTS } from '../../lib/defaults.js';
-import { RUNBOOK } from '../../lib/job-monitoring.js';
-import { JOBS, type JobDefinition } from '../../lib/jobs.js';
+import { ALREADY_ALERTED_ERRORS, EXECUTION_ERROR, TASK_START_ALLOWANCE_SECONDS, backstopSeconds, taskRetryBackoffs } from '../../lib/job-flow.js';
+import { JOBS, taskRetriesOf, type JobDefinition } from '../../lib/jobs.js';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from '../../lib/metrics.js';
 import { longestIntervalMs, parseSchedule } from '../../lib/schedule.js';
+import { BackendStack } from '../../lib/stack.js';
 import { shutdownTimeoutMs } from '../../lib/timing.js';
 import { errorMessage, EXTRA_JOB, jobsCopy, newApp, NOW, resources, STACK_ID, synth, type Synthesized } from './synth.js';
-import { BackendStack } from '../../lib/stack.js';
 
 const ENABLED = JOBS.filter((j) => j.enabled);
 
-interface Counts {
-  readonly rules: number;
-  readonly taskDefinitions: number;
-  readonly queues: number;
-  readonly alarms: number;
+/** A job's nested stack, synthesized. */
+function jobTemplate(s: Synthesized, name: string): Template {
+  const scheduled = s.stack.scheduledJobs.jobs.get(name);
+  expect(scheduled, name).toBeDefined();
+  return Template.fromStack(scheduled!.stack);
 }
 
-function counts(template: Template): Counts {
-  const n = (type: string) => Object.keys(resources(template, type)).length;
-  return {
-    rules: n('AWS::Events::Rule'),
-    taskDefinitions: n('AWS::ECS::TaskDefinition'),
-    queues: n('AWS::SQS::Queue'),
-    alarms: n('AWS::CloudWatch::Alarm'),
+function only(template: Template, type: string): Record<string, any> {
+  const found = Object.values(resources(template, type));
+  expect(found, type).toHaveLength(1);
+  return found[0]!.Properties;
+}
+
+/** A job's state machine definition, its references written `<LogicalId>` (or `<Name>` for a parameter). */
+function definitionOf(template: Template): Record<string, any> {
+  const resolve = (v: unknown): string => {
+    if (typeof v === 'string') return v;
+    const o = v as Record<string, any>;
+    if ('Fn::Join' in o) return (o['Fn::Join'][1] as unknown[]).map(resolve).join(o['Fn::Join'][0] as string);
+    if ('Ref' in o) return `<${o.Ref}>`;
+    if ('Fn::GetAtt' in o) return `<${(o['Fn::GetAtt'] as string[]).join('.')}>`;
+    throw new Error(`cannot resolve ${JSON.stringify(v)}`);
   };
+  return JSON.parse(resolve(only(template, 'AWS::StepFunctions::StateMachine').DefinitionString));
 }
 
-/** The rule that runs `job`, found by its name. */
-function ruleOf(template: Template, job: Pick<JobDefinition, 'name'>): Record<string, any> {
-  const found = Object.values(resources(template, 'AWS::Events::Rule')).filter((r) => r.Properties.Name === `${STACK_ID}-${job.name}`);
-  expect(found).toHaveLength(1);
-  return found[0]!.Properties;
-}
-
-/** The rule on ECS Task State Change events. */
-function crashRule(template: Template): Record<string, any> {
-  const found = Object.values(resources(template, 'AWS::Events::Rule')).filter((r) => r.Properties.EventPattern?.['detail-type']?.[0] === 'ECS Task State Change');
-  expect(found).toHaveLength(1);
-  return found[0]!.Properties;
-}
-
-function taskDefinitionOf(template: Template, job: Pick<JobDefinition, 'name'>): Record<string, any> | undefined {
-  return Object.values(resources(template, 'AWS::ECS::TaskDefinition')).find((t) => t.Properties.Family === `${STACK_ID}-${job.name}`)?.Properties;
+/** What the parent passes to a job's nested stack for `parameter`. */
+function passed(s: Synthesized, name: string, parameter: string): unknown {
+  const nested = s.stack.scheduledJobs.jobs.get(name)!.stack;
+  const id = s.stack.resolve((nested.nestedStackResource as any).logicalId) as string;
+  return s.template.toJSON().Resources[id].Properties.Parameters[parameter];
 }
 
 function alarmsOf(template: Template, job: Pick<JobDefinition, 'name'>): Record<string, Record<string, any>> {
   return Object.fromEntries(Object.values(resources(template, 'AWS::CloudWatch::Alarm'))
     .filter((a) => a.Properties.AlarmName.startsWith(`${STACK_ID}-${job.name}-`))
     .map((a) => [a.Properties.AlarmName.slice(`${STACK_ID}-${job.name}-`.length), a.Properties]));
+}
+
+/** EventBridge's input transformer, as it fills a template: each value written as JSON where its placeholder stands. */
+function transform(inputTemplate: string, values: Record<string, unknown>): string {
+  return inputTemplate.replace(/<([\w.-]+)>/g, (_, name: string) => JSON.stringify(values[name]));
 }
 
 /** The stack with the jobs table as shipped, shared by the tests that only read it. */
@@ -59,94 +63,178 @@ beforeAll(() => {
 });
 
 describe('scheduled jobs, the jobs table as shipped', () => {
-
-  it('creates one rule, one task definition, one dead-letter queue and four alarms per enabled job', () => {
-    // Besides the jobs': the crash alert and the API's deployment alert (rules), the API's task
-    // definition, and the API's two alarms.
-    expect(counts(s.template)).toEqual({ rules: ENABLED.length + 2, taskDefinitions: ENABLED.length + 1, queues: ENABLED.length, alarms: 4 * ENABLED.length + 2 });
+  it('puts each enabled job in a nested stack of its own: task definition, state machine, rule, dead-letter queue, three alarms', () => {
+    expect(Object.keys(resources(s.template, 'AWS::CloudFormation::Stack'))).toHaveLength(ENABLED.length);
     for (const job of ENABLED) {
-      expect(ruleOf(s.template, job).ScheduleExpression).toBe(job.schedule);
-      expect(Object.keys(alarmsOf(s.template, job)).sort()).toEqual(['dead-letters', 'delivery', 'failed', 'missed-run']);
+      const t = jobTemplate(s, job.name);
+      for (const type of ['AWS::ECS::TaskDefinition', 'AWS::StepFunctions::StateMachine', 'AWS::Events::Rule', 'AWS::SQS::Queue']) t.resourceCountIs(type, 1);
+      // No alarm on the runner's Failed metric: its own alert is the one message of an exit 1.
+      expect(Object.keys(alarmsOf(t, job)).sort()).toEqual(['dead-letters', 'delivery', 'missed-run']);
+      // No role per job: the state machine, the rule and the task use the parent's.
+      t.resourceCountIs('AWS::IAM::Role', 0);
+      t.resourceCountIs('AWS::IAM::Policy', 0);
+      expect(only(t, 'AWS::Events::Rule').ScheduleExpression).toBe(job.schedule);
     }
+    // The parent keeps the API's task definition, the execution-status rule and the API's deployment rule.
+    s.template.resourceCountIs('AWS::ECS::TaskDefinition', 1);
+    s.template.resourceCountIs('AWS::Events::Rule', 2);
   });
 
   it('gives every job the same image on ARM64, its own cpu and memory, and the command `node dist/app/main.js <name>`', () => {
-    const api = Object.entries(resources(s.template, 'AWS::ECS::TaskDefinition')).find(([id]) => id.startsWith('Api'))![1].Properties;
+    const api = Object.values(resources(s.template, 'AWS::ECS::TaskDefinition'))[0]!.Properties;
     for (const job of ENABLED) {
-      const taskDef = taskDefinitionOf(s.template, job)!;
+      const taskDef = only(jobTemplate(s, job.name), 'AWS::ECS::TaskDefinition');
+      expect(taskDef.Family).toBe(`${STACK_ID}-${job.name}`);
       expect(taskDef.Cpu).toBe(String(job.cpu));
       expect(taskDef.Memory).toBe(String(job.memoryMiB));
       expect(taskDef.RuntimePlatform).toEqual({ CpuArchitecture: 'ARM64', OperatingSystemFamily: 'LINUX' });
       const [container] = taskDef.ContainerDefinitions;
       expect(container.Command).toEqual(['node', 'dist/app/main.js', job.name]);
-      expect(container.Image).toEqual(api.ContainerDefinitions[0].Image);
+      // The image is the API's, passed in as a parameter or built from the same asset.
+      expect(JSON.stringify(container.Image)).toMatch(/container-assets|referenceto/);
+      expect(JSON.stringify(api.ContainerDefinitions[0].Image)).toMatch(/container-assets/);
       expect(container.StopTimeout).toBe(JOB_DEFAULTS.stopTimeoutSeconds);
       const env = Object.fromEntries(container.Environment.map((e: { Name: string; Value: unknown }) => [e.Name, e.Value]));
       expect(env.SHUTDOWN_TIMEOUT_MS).toBe(String(shutdownTimeoutMs(JOB_DEFAULTS.stopTimeoutSeconds)));
       expect(env.METRICS_NAMESPACE).toBe(DEFAULT_METRICS_NAMESPACE);
-      expect(env.ALERT_TOPIC_ARN).toEqual({ Ref: expect.stringMatching(/^AlertsTopic/) });
       expect('EXPORT_BUCKET' in env).toBe(job.usesExportBucket);
       expect(container.ReadonlyRootFilesystem).toBe(true);
       expect(container.User).toBe(CONTAINER.user);
-      expect(container.LinuxParameters.InitProcessEnabled).toBe(true);
     }
   });
 
-  it('passes the event\'s time into the container as SCHEDULED_TIME through an input transformer', () => {
+  it('wires each rule to its job\'s state machine, through the shared events role', () => {
     for (const job of ENABLED) {
-      const [target] = ruleOf(s.template, job).Targets;
+      const t = jobTemplate(s, job.name);
+      const [target] = only(t, 'AWS::Events::Rule').Targets;
+      const [machineId] = Object.keys(resources(t, 'AWS::StepFunctions::StateMachine'));
+      expect(target.Arn).toEqual({ Ref: machineId });
+      expect(passed(s, job.name, target.RoleArn.Ref)).toEqual({ 'Fn::GetAtt': [expect.stringMatching(/^JobsEventsRole/), 'Arn'] });
+      expect(only(t, 'AWS::StepFunctions::StateMachine').StateMachineName).toBe(`${STACK_ID}-${job.name}`);
+    }
+    const [eventsRole] = Object.entries(resources(s.template, 'AWS::IAM::Role')).filter(([id]) => id.startsWith('JobsEventsRole'));
+    expect(eventsRole![1].Properties.AssumeRolePolicyDocument.Statement[0].Principal).toEqual({ Service: 'events.amazonaws.com' });
+    const policy = Object.values(resources(s.template, 'AWS::IAM::Policy')).find((p) => p.Properties.Roles[0].Ref === eventsRole![0])!;
+    expect(policy.Properties.PolicyDocument.Statement).toEqual([{
+      Action: 'states:StartExecution',
+      Effect: 'Allow',
+      Resource: { 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, ':states:', { Ref: 'AWS::Region' }, ':', { Ref: 'AWS::AccountId' }, `:stateMachine:${STACK_ID}-*`]] },
+    }]);
+  });
+
+  it('passes the event\'s time as the execution\'s scheduledTime, in valid JSON whatever the time field holds', () => {
+    for (const job of ENABLED) {
+      const [target] = only(jobTemplate(s, job.name), 'AWS::Events::Rule').Targets;
       expect(target.InputTransformer.InputPathsMap).toEqual({ time: '$.time' });
-      const input = JSON.parse(target.InputTransformer.InputTemplate.replace('<time>', '"2026-01-05T00:15:00Z"'));
-      expect(input.containerOverrides).toEqual([{ name: CONTAINER.name, environment: [{ name: 'SCHEDULED_TIME', value: '2026-01-05T00:15:00Z' }] }]);
-    }
-  });
-
-  it('covers delivery failures with a retry policy and a dead-letter queue EventBridge may write to', () => {
-    for (const job of ENABLED) {
-      const [target] = ruleOf(s.template, job).Targets;
-      expect(target.RetryPolicy).toEqual({ MaximumRetryAttempts: JOB_DEFAULTS.retryAttempts, MaximumEventAgeInSeconds: JOB_DEFAULTS.maxEventAgeSeconds });
-      expect(target.DeadLetterConfig.Arn['Fn::GetAtt'][0]).toMatch(/DeadLetterQueue/);
-    }
-    s.template.hasResourceProperties('AWS::SQS::QueuePolicy', {
-      PolicyDocument: {
-        Statement: Match.arrayWith([Match.objectLike({
-          Action: 'sqs:SendMessage',
-          Principal: { Service: 'events.amazonaws.com' },
-          Condition: { ArnEquals: { 'aws:SourceArn': Match.anyValue() } },
-        })]),
-      },
-    });
-    s.template.allResourcesProperties('AWS::SQS::Queue', { SqsManagedSseEnabled: true, MessageRetentionPeriod: JOB_DEFAULTS.deadLetterRetentionDays * 86_400 });
-  });
-
-  it('runs jobs in private subnets with no public IP', () => {
-    for (const job of ENABLED) {
-      const { AwsVpcConfiguration: vpc } = ruleOf(s.template, job).Targets[0].EcsParameters.NetworkConfiguration;
-      expect(vpc.AssignPublicIp).toBe('DISABLED');
-      expect(vpc.Subnets.map((r: { Ref: string }) => r.Ref)).toEqual([expect.stringMatching(/^VpcPrivateSubnet1/), expect.stringMatching(/^VpcPrivateSubnet2/)]);
-    }
-  });
-
-  it('runs Spot jobs on FARGATE_SPOT through the rule\'s capacity provider strategy, the others on FARGATE', () => {
-    expect(JOBS.some((j) => j.enabled && j.spot) && JOBS.some((j) => j.enabled && !j.spot)).toBe(true);
-    for (const job of ENABLED) {
-      const params = ruleOf(s.template, job).Targets[0].EcsParameters;
-      if (job.spot) {
-        expect(params.CapacityProviderStrategy).toEqual([{ CapacityProvider: 'FARGATE_SPOT', Weight: 1 }]);
-        expect(params.LaunchType).toBeUndefined();
-      } else {
-        expect(params.LaunchType).toBe('FARGATE');
-        expect(params.CapacityProviderStrategy).toBeUndefined();
+      for (const time of ['2026-01-05T00:15:00Z', 'a "quoted" \\ back\\slashed\nnew-lined <time>']) {
+        expect(JSON.parse(transform(target.InputTransformer.InputTemplate, { time }))).toEqual({ scheduledTime: time });
       }
     }
-    s.template.hasResourceProperties('AWS::ECS::ClusterCapacityProviderAssociations', {
-      CapacityProviders: Match.arrayWith(['FARGATE', 'FARGATE_SPOT']),
+  });
+
+  it('keeps EventBridge\'s delivery retries and a dead-letter queue EventBridge may write to', () => {
+    for (const job of ENABLED) {
+      const t = jobTemplate(s, job.name);
+      const [target] = only(t, 'AWS::Events::Rule').Targets;
+      expect(target.RetryPolicy).toEqual({ MaximumRetryAttempts: JOB_DEFAULTS.retryAttempts, MaximumEventAgeInSeconds: JOB_DEFAULTS.maxEventAgeSeconds });
+      expect(target.DeadLetterConfig.Arn['Fn::GetAtt'][0]).toMatch(/DeadLetterQueue/);
+      const queuePolicy = only(t, 'AWS::SQS::QueuePolicy');
+      expect(queuePolicy.PolicyDocument.Statement).toContainEqual(expect.objectContaining({
+        Action: 'sqs:SendMessage',
+        Principal: { Service: 'events.amazonaws.com' },
+        Condition: { ArnEquals: { 'aws:SourceArn': expect.anything() } },
+      }));
+      expect(only(t, 'AWS::SQS::Queue')).toMatchObject({ SqsManagedSseEnabled: true, MessageRetentionPeriod: JOB_DEFAULTS.deadLetterRetentionDays * 86_400 });
+    }
+  });
+
+  it('runs the task with runTask.sync in the private subnets, on FARGATE_SPOT for Spot jobs and FARGATE for the others', () => {
+    expect(ENABLED.some((j) => j.spot) && ENABLED.some((j) => !j.spot)).toBe(true);
+    for (const job of ENABLED) {
+      const t = jobTemplate(s, job.name);
+      const runTask = definitionOf(t).States.RunTask;
+      expect(runTask.Resource).toBe('arn:<AWS::Partition>:states:::ecs:runTask.sync');
+      const p = runTask.Parameters;
+      if (job.spot) {
+        expect(p.CapacityProviderStrategy).toEqual([{ CapacityProvider: 'FARGATE_SPOT', Weight: 1 }]);
+        expect(p.LaunchType).toBeUndefined();
+      } else {
+        expect(p.LaunchType).toBe('FARGATE');
+        expect(p.CapacityProviderStrategy).toBeUndefined();
+      }
+      expect(p.TaskDefinition).toBe(`<${Object.keys(resources(t, 'AWS::ECS::TaskDefinition'))[0]}>`);
+      const vpc = p.NetworkConfiguration.AwsvpcConfiguration;
+      expect(vpc.AssignPublicIp).toBe('DISABLED');
+      expect(vpc.Subnets.map((ref: string) => passed(s, job.name, ref.slice(1, -1)))).toEqual([
+        { Ref: expect.stringMatching(/^VpcPrivateSubnet1/) }, { Ref: expect.stringMatching(/^VpcPrivateSubnet2/) },
+      ]);
+      expect(p.Overrides.ContainerOverrides).toEqual([{ Name: CONTAINER.name, Environment: [{ Name: 'SCHEDULED_TIME', 'Value.$': '$.scheduledTime' }] }]);
+      expect(runTask.TimeoutSeconds).toBe(backstopSeconds(job, JOB_DEFAULTS.stopTimeoutSeconds));
+      expect(runTask.TimeoutSeconds).toBe(job.timeoutSeconds + TASK_START_ALLOWANCE_SECONDS + JOB_DEFAULTS.stopTimeoutSeconds);
+      const start = definitionOf(t).States.Start.Parameters;
+      expect(start.backoffSeconds).toEqual(taskRetryBackoffs(taskRetriesOf(job)));
+      expect(definitionOf(t).States.MayRetry.Choices[0].NumericLessThanEquals).toBe(taskRetriesOf(job));
+    }
+    s.template.hasResourceProperties('AWS::ECS::ClusterCapacityProviderAssociations', { CapacityProviders: Match.arrayWith(['FARGATE', 'FARGATE_SPOT']) });
+  });
+
+  it('logs every execution event and traces with X-Ray (cdk-nag SF1, SF2)', () => {
+    for (const job of ENABLED) {
+      const machine = only(jobTemplate(s, job.name), 'AWS::StepFunctions::StateMachine');
+      expect(machine.StateMachineType).toBe('STANDARD');
+      expect(machine.LoggingConfiguration).toMatchObject({ Level: 'ALL', IncludeExecutionData: true });
+      expect(machine.TracingConfiguration).toEqual({ Enabled: true });
+    }
+  });
+
+  it('gives every state machine one role: RunTask on the job task definitions in this cluster, PassRole on their roles, .sync\'s managed rule, the alert topic', () => {
+    const roles = Object.entries(resources(s.template, 'AWS::IAM::Role'))
+      .filter(([, r]) => r.Properties.AssumeRolePolicyDocument.Statement.some((st: any) => st.Principal?.Service === 'states.amazonaws.com'));
+    expect(roles).toHaveLength(1);
+    const [roleId] = roles[0]!;
+    const roleParts = (prefix: string) => Object.keys(s.template.toJSON().Resources).filter((id) => id.startsWith(prefix)).sort();
+    for (const job of ENABLED) {
+      const machine = only(jobTemplate(s, job.name), 'AWS::StepFunctions::StateMachine');
+      expect(passed(s, job.name, machine.RoleArn.Ref)).toEqual({ 'Fn::GetAtt': [roleId, 'Arn'] });
+      // The nested stack waits for the roles' policies: a state machine is refused until its role may deliver logs.
+      const nested = s.stack.scheduledJobs.jobs.get(job.name)!.stack;
+      const dependsOn = s.template.toJSON().Resources[s.stack.resolve((nested.nestedStackResource as any).logicalId)].DependsOn as string[];
+      expect(dependsOn).toEqual(expect.arrayContaining([...roleParts('JobsStateMachineRole'), ...roleParts('JobsEventsRole')]));
+    }
+    const statements = Object.values(resources(s.template, 'AWS::IAM::Policy'))
+      .filter((p) => p.Properties.Roles.some((r: { Ref: string }) => r.Ref === roleId))
+      .flatMap((p) => p.Properties.PolicyDocument.Statement as Record<string, any>[]);
+    const bySid = (sid: string) => statements.find((st) => st.Sid === sid)!;
+    const arn = (service: string, resource: string) => ({ 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:${service}:`, { Ref: 'AWS::Region' }, ':', { Ref: 'AWS::AccountId' }, `:${resource}`]] });
+
+    expect(bySid('RunTheJobTasksInThisCluster')).toEqual({
+      Sid: 'RunTheJobTasksInThisCluster',
+      Effect: 'Allow',
+      Action: 'ecs:RunTask',
+      Resource: arn('ecs', `task-definition/${STACK_ID}-*:*`),
+      Condition: { ArnEquals: { 'ecs:cluster': { 'Fn::GetAtt': [expect.stringMatching(/^Cluster/), 'Arn'] } } },
     });
+    // The API's family is not <stack>-..., so the pattern leaves its task definition out.
+    const families = Object.values(resources(s.template, 'AWS::ECS::TaskDefinition')).map((t) => t.Properties.Family ?? '');
+    expect(families.filter((f: string) => f.startsWith(`${STACK_ID}-`))).toEqual([]);
+    const passRoles = bySid('PassTheJobTaskRoles').Resource.map((r: any) => r['Fn::GetAtt'][0]).sort();
+    expect(passRoles).toEqual([expect.stringMatching(/^JobsExecutionRole/), expect.stringMatching(/^JobsExportTaskRole/), expect.stringMatching(/^JobsTaskRole/)].sort((a, b) => String(a).localeCompare(String(b))));
+    expect(passRoles).toHaveLength(3);
+    expect([bySid('WatchAndStopTheJobTasks').Action].flat().sort()).toEqual(['ecs:DescribeTasks', 'ecs:StopTask']);
+    expect(JSON.stringify(bySid('WatchAndStopTheJobTasks').Resource)).toContain(':task/');
+    expect([bySid('ManagedRuleOfRunTaskSync').Action].flat().sort()).toEqual(['events:DescribeRule', 'events:PutRule', 'events:PutTargets']);
+    expect(bySid('ManagedRuleOfRunTaskSync').Resource).toEqual(arn('events', 'rule/StepFunctionsGetEventsForECSTaskRule'));
+    expect(statements).toContainEqual(expect.objectContaining({ Action: 'sns:Publish', Resource: { Ref: expect.stringMatching(/^AlertsTopic/) } }));
+    // Nothing else: every action on "*" is a log delivery or X-Ray action, which accept no resource.
+    for (const st of statements.filter((x) => x.Resource === '*')) {
+      for (const action of [st.Action].flat()) expect(action).toMatch(/^(logs:\w+Deliver\w*|logs:(PutResourcePolicy|DescribeResourcePolicies|DescribeLogGroups)|xray:\w+)$/);
+    }
+    expect(statements.flatMap((st) => [st.Action].flat()).filter((a: string) => a.startsWith('ecs:')).sort()).toEqual(['ecs:DescribeTasks', 'ecs:RunTask', 'ecs:StopTask']);
   });
 
   it('sets each missed-run alarm to the schedule\'s longest gap plus the grace period, missing data breaching', () => {
     for (const job of ENABLED) {
-      const alarm = alarmsOf(s.template, job)['missed-run']!;
+      const alarm = alarmsOf(jobTemplate(s, job.name), job)['missed-run']!;
       const wanted = longestIntervalMs(parseSchedule(job.schedule), NOW) / 1_000 + job.missedRunGraceMinutes * 60;
       expect(alarm.TreatMissingData).toBe('breaching');
       expect(alarm.ComparisonOperator).toBe('LessThanThreshold');
@@ -155,138 +243,149 @@ describe('scheduled jobs, the jobs table as shipped', () => {
       if (wanted <= 7 * 86_400) {
         expect(alarm.EvaluationPeriods).toBe(1);
         expect(alarm.Period).toBe(wanted);
-        expect(alarm.Namespace).toBe(DEFAULT_METRICS_NAMESPACE);
         expect(alarm.MetricName).toBe(JOB_METRICS.succeeded);
         expect(alarm.Dimensions).toEqual([{ Name: JOB_DIMENSION, Value: job.name }]);
-        expect(alarm.Statistic).toBe('Sum');
       }
     }
   });
 
   it('keeps every alarm within CloudWatch\'s seven-day window (test/infra/missed-run.test.ts replays the missed-run ones)', () => {
     // CloudWatch's rule: Period × EvaluationPeriods ≤ 7 days.
-    for (const alarm of Object.values(resources(s.template, 'AWS::CloudWatch::Alarm'))) {
-      const period = alarm.Properties.Period ?? alarm.Properties.Metrics.find((m: any) => m.MetricStat).MetricStat.Period;
-      expect(period * alarm.Properties.EvaluationPeriods).toBeLessThanOrEqual(7 * 86_400);
+    for (const template of [s.template, ...ENABLED.map((j) => jobTemplate(s, j.name))]) {
+      for (const alarm of Object.values(resources(template, 'AWS::CloudWatch::Alarm'))) {
+        const period = alarm.Properties.Period ?? alarm.Properties.Metrics.find((m: any) => m.MetricStat).MetricStat.Period;
+        expect(period * alarm.Properties.EvaluationPeriods).toBeLessThanOrEqual(7 * 86_400);
+      }
     }
   });
 
-  it('alarms on the Failed metric, the rule\'s FailedInvocations and the dead-letter queue, all to the alert topic', () => {
+  it('alarms on the rule\'s FailedInvocations and the dead-letter queue, all to the alert topic', () => {
     for (const job of ENABLED) {
-      const alarms = alarmsOf(s.template, job);
-      expect(alarms.failed).toMatchObject({ Namespace: DEFAULT_METRICS_NAMESPACE, MetricName: JOB_METRICS.failed, Dimensions: [{ Name: JOB_DIMENSION, Value: job.name }], Threshold: 1 });
+      const alarms = alarmsOf(jobTemplate(s, job.name), job);
       expect(alarms.delivery).toMatchObject({ Namespace: 'AWS/Events', MetricName: 'FailedInvocations', Dimensions: [{ Name: 'RuleName', Value: expect.anything() }] });
       expect(alarms['dead-letters']).toMatchObject({ Namespace: 'AWS/SQS', MetricName: 'ApproximateNumberOfMessagesVisible' });
       for (const alarm of Object.values(alarms)) {
-        expect(alarm.AlarmActions).toEqual([{ Ref: expect.stringMatching(/^AlertsTopic/) }]);
+        expect(passed(s, job.name, alarm.AlarmActions[0].Ref)).toEqual({ Ref: expect.stringMatching(/^AlertsTopic/) });
         expect(alarm.AlarmDescription).toMatch(/Runbook: docs\/operations\.md#/);
       }
     }
   });
 
-  it('shows each job\'s duration, successes, failures and heartbeats on the dashboard', () => {
+  it('draws one dashboard whose widgets SEARCH over every job, so its size does not grow with the table', () => {
     const [dashboard] = Object.values(resources(s.template, 'AWS::CloudWatch::Dashboard'));
     const body = JSON.stringify(dashboard!.Properties.DashboardBody);
-    for (const job of ENABLED) {
-      for (const metric of [JOB_METRICS.duration, JOB_METRICS.succeeded, JOB_METRICS.failed, JOB_METRICS.heartbeat]) {
-        expect(body).toContain(`\\"${metric}\\",\\"${JOB_DIMENSION}\\",\\"${job.name}\\"`);
-      }
+    for (const metric of [JOB_METRICS.duration, JOB_METRICS.succeeded, JOB_METRICS.failed, JOB_METRICS.heartbeat]) {
+      expect(body).toContain(`SEARCH('{${DEFAULT_METRICS_NAMESPACE},${JOB_DIMENSION}} MetricName=\\\\\\"${metric}\\\\\\"'`);
     }
   });
 });
 
-describe('the crash alert', () => {
-  let pattern: Record<string, any>;
+describe('the execution-status rule (what replaces the ECS crash rule)', () => {
+  let rule: Record<string, any>;
   beforeAll(() => {
-    pattern = crashRule(s.template).EventPattern;
+    rule = Object.values(resources(s.template, 'AWS::Events::Rule')).find((r) => r.Properties.EventPattern?.source?.[0] === 'aws.states')!.Properties;
   });
-
-  /** An ECS Task State Change event of a task in this stack's cluster. */
   const event = (detail: Record<string, unknown>) => ({
-    source: 'aws.ecs',
-    'detail-type': 'ECS Task State Change',
-    detail: { clusterArn: 'CLUSTER', lastStatus: 'STOPPED', desiredStatus: 'STOPPED', ...detail },
+    source: 'aws.states',
+    'detail-type': 'Step Functions Execution Status Change',
+    detail: { stateMachineArn: `arn:aws:states:us-east-1:123456789012:stateMachine:${STACK_ID}-billing-run`, executionArn: 'arn:...', ...detail },
   });
-  const job = (name: string) => `family:${STACK_ID}-${name}`;
+  const pattern = () => {
+    const p = structuredClone(rule.EventPattern);
+    p.detail.stateMachineArn = [{ prefix: `arn:aws:states:us-east-1:123456789012:stateMachine:${STACK_ID}-` }];
+    return p;
+  };
 
-  it('matches the job tasks\' families, in this cluster, once stopped', () => {
-    expect(pattern.source).toEqual(['aws.ecs']);
-    expect(pattern['detail-type']).toEqual(['ECS Task State Change']);
-    expect(pattern.detail.lastStatus).toEqual(['STOPPED']);
-    expect(pattern.detail.clusterArn).toEqual([{ 'Fn::GetAtt': [expect.stringMatching(/^Cluster/), 'Arn'] }]);
-    const detail = { ...pattern.detail, clusterArn: ['CLUSTER'] };
-    const group = (family: string) => matches({ group: detail.group }, { group: `family:${family}` });
-    const families = Object.values(resources(s.template, 'AWS::ECS::TaskDefinition')).map((t) => t.Properties.Family as string);
-    for (const j of ENABLED) expect(group(`${STACK_ID}-${j.name}`), j.name).toBe(true);
-    // The API's task definition is in the same cluster; its family must not match.
-    expect(families.filter((f) => group(f)).sort()).toEqual(ENABLED.map((j) => `${STACK_ID}-${j.name}`).sort());
+  it('matches this stack\'s job state machines by one prefix of their ARNs', () => {
+    expect(rule.EventPattern['detail-type']).toEqual(['Step Functions Execution Status Change']);
+    expect(rule.EventPattern.detail.stateMachineArn).toEqual([{ prefix: { 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, ':states:', { Ref: 'AWS::Region' }, ':', { Ref: 'AWS::AccountId' }, `:stateMachine:${STACK_ID}-`]] } }]);
+    expect(matches(pattern(), event({ status: 'TIMED_OUT', stateMachineArn: 'arn:aws:states:us-east-1:123456789012:stateMachine:Other-billing-run' }))).toBe(false);
   });
 
-  it('keeps its pattern the same size however many jobs there are (EventBridge allows 2,048 characters)', () => {
-    const { template } = synth({ jobs: [...jobsCopy(), EXTRA_JOB] });
-    expect(crashRule(template).EventPattern).toEqual(pattern);
-    const arn = 'arn:aws-us-gov:ecs:us-gov-west-1:123456789012:cluster/AVeryLongStackNameForRulesAndAlarms-ClusterEB0386A7-AbCdEfGhIjKl';
-    expect(JSON.stringify({ ...pattern, detail: { ...pattern.detail, clusterArn: [arn] } }).length).toBeLessThan(2_048);
+  it('pages for an execution no alert covers, and not for one already alerted: nothing twice, nothing unalerted', () => {
+    const p = pattern();
+    expect(ALREADY_ALERTED_ERRORS).toEqual([EXECUTION_ERROR.alerted, EXECUTION_ERROR.failed]);
+    expect(matches(p, event({ status: 'FAILED', error: EXECUTION_ERROR.alerted }))).toBe(false);
+    expect(matches(p, event({ status: 'FAILED', error: EXECUTION_ERROR.failed }))).toBe(false);
+    expect(matches(p, event({ status: 'SUCCEEDED' }))).toBe(false);
+    expect(matches(p, event({ status: 'RUNNING' }))).toBe(false);
+    expect(matches(p, event({ status: 'FAILED', error: EXECUTION_ERROR.alertFailed }))).toBe(true);
+    expect(matches(p, event({ status: 'FAILED', error: 'States.Runtime' }))).toBe(true);
+    expect(matches(p, event({ status: 'FAILED' }))).toBe(true);
+    expect(matches(p, event({ status: 'TIMED_OUT' }))).toBe(true);
+    expect(matches(p, event({ status: 'ABORTED' }))).toBe(true);
   });
 
-  it('fires for a non-zero exit or a task that failed to start, not for a clean exit or the API', () => {
-    const p = { ...pattern, detail: { ...pattern.detail, clusterArn: ['CLUSTER'] } };
-    expect(matches(p, event({ group: job('billing-run'), stopCode: 'EssentialContainerExited', containers: [{ name: 'app', exitCode: 1 }] }))).toBe(true);
-    expect(matches(p, event({ group: job('billing-run'), stopCode: 'EssentialContainerExited', containers: [{ name: 'app', exitCode: 137, reason: 'OutOfMemoryError: Container killed due to memory usage' }] }))).toBe(true);
-    expect(matches(p, event({ group: job('report-aggregation'), stopCode: 'TaskFailedToStart', stoppedReason: 'CannotPullContainerError', containers: [{ name: 'app' }] }))).toBe(true);
-    expect(matches(p, event({ group: job('billing-run'), stopCode: 'EssentialContainerExited', containers: [{ name: 'app', exitCode: 0 }] }))).toBe(false);
-    expect(matches(p, event({ group: 'service:Api', stopCode: 'EssentialContainerExited', containers: [{ name: 'app', exitCode: 1 }] }))).toBe(false);
-    expect(matches(p, { ...event({ group: job('billing-run'), containers: [{ name: 'app', exitCode: 1 }] }), detail: { clusterArn: 'CLUSTER', lastStatus: 'RUNNING', group: job('billing-run'), containers: [{ exitCode: 1 }] } })).toBe(false);
-  });
-
-  it('sends a readable message with the exit code and the reasons to the alert topic', () => {
-    const [target] = crashRule(s.template).Targets;
+  it('sends the topic valid JSON whatever the event\'s fields hold', () => {
+    const [target] = rule.Targets;
     expect(target.Arn).toEqual({ Ref: expect.stringMatching(/^AlertsTopic/) });
-    const paths = Object.values(target.InputTransformer.InputPathsMap);
-    expect(paths).toEqual(expect.arrayContaining(['$.detail.group', '$.detail.containers[0].exitCode', '$.detail.stopCode', '$.detail.stoppedReason', '$.detail.taskArn']));
-    const template = target.InputTransformer.InputTemplate as string;
-    expect(template).toMatch(/^\{"alert":"A scheduled job task stopped abnormally",/);
-    expect(template).toContain('"exitCode":<');
-    expect(template).toContain(`"runbook":"${RUNBOOK.crashed}"`);
+    const weird = 'a "quoted" \\ back\\slashed\nnew-lined {value} <status>';
+    const values = Object.fromEntries(Object.keys(target.InputTransformer.InputPathsMap).map((k) => [k, weird]));
+    const message = JSON.parse(transform(target.InputTransformer.InputTemplate, values));
+    expect(message).toMatchObject({ status: weird, error: weird, cause: weird, execution: weird, runbook: 'docs/operations.md#job-execution-failed' });
+    expect(Object.values(target.InputTransformer.InputPathsMap)).toEqual(expect.arrayContaining(['$.detail.status', '$.detail.error', '$.detail.cause', '$.detail.executionArn']));
+  });
+
+  it('leaves no rule on ECS task state changes: a task the state machine retries must not page', () => {
+    const patterns = Object.values(resources(s.template, 'AWS::Events::Rule')).map((r) => r.Properties.EventPattern?.['detail-type']?.[0]);
+    expect(patterns).not.toContain('ECS Task State Change');
   });
 });
 
 describe('the jobs table drives the resources', () => {
-  let base: Template;
-  beforeAll(() => {
-    // A copy equal to the shipped table synthesizes the same stack.
-    expect(jobsCopy()).toEqual(JOBS);
-    base = s.template;
+  it('adds one nested stack for one more job, and changes nothing of the others', () => {
+    const more = synth({ jobs: [...jobsCopy(), EXTRA_JOB] });
+    expect(more.stack.scheduledJobs.jobs.size).toBe(ENABLED.length + 1);
+    expect(only(jobTemplate(more, EXTRA_JOB.name), 'AWS::Events::Rule').ScheduleExpression).toBe(EXTRA_JOB.schedule);
+    expectOthersUnchanged(s, more, EXTRA_JOB.name);
   });
 
-  it('adds exactly one rule, task definition, queue and set of alarms for one more job', () => {
-    const { template } = synth({ jobs: [...jobsCopy(), EXTRA_JOB] });
-    const before = counts(base);
-    expect(counts(template)).toEqual({ rules: before.rules + 1, taskDefinitions: before.taskDefinitions + 1, queues: before.queues + 1, alarms: before.alarms + 4 });
-    expect(ruleOf(template, EXTRA_JOB).ScheduleExpression).toBe(EXTRA_JOB.schedule);
-    expect(taskDefinitionOf(template, EXTRA_JOB)).toBeDefined();
-    expect(Object.keys(alarmsOf(template, EXTRA_JOB))).toHaveLength(4);
-  });
-
-  it('creates nothing for a disabled job, and leaves the other jobs\' logical ids alone', () => {
-    const jobs = jobsCopy().map((j) => (j.name === 'data-cleanup' ? { ...j, enabled: false } : j));
-    const { template } = synth({ jobs });
-    const before = counts(base);
-    expect(counts(template)).toEqual({ rules: before.rules - 1, taskDefinitions: before.taskDefinitions - 1, queues: before.queues - 1, alarms: before.alarms - 4 });
-    expect(taskDefinitionOf(template, { name: 'data-cleanup' })).toBeUndefined();
-    expect(alarmsOf(template, { name: 'data-cleanup' })).toEqual({});
-    expect(Object.values(resources(template, 'AWS::Events::Rule')).map((r) => r.Properties.Name)).not.toContain(`${STACK_ID}-data-cleanup`);
-    const ids = (t: Template) => new Set(Object.keys(t.toJSON().Resources).filter((id) => !/datacleanup/.test(id)));
-    expect(ids(template)).toEqual(ids(base));
+  it('removes a disabled job\'s nested stack, and changes nothing of the others', () => {
+    const fewer = synth({ jobs: jobsCopy().map((j) => (j.name === 'data-cleanup' ? { ...j, enabled: false } : j)) });
+    expect(fewer.stack.scheduledJobs.jobs.has('data-cleanup')).toBe(false);
+    expectOthersUnchanged(fewer, s, 'data-cleanup');
   });
 
   it('takes its metrics namespace from one setting, for the container and the alarms alike', () => {
-    const { template } = synth({ metricsNamespace: 'Acme/Jobs' });
-    const alarm = alarmsOf(template, { name: 'billing-run' }).failed!;
-    expect(alarm.Namespace).toBe('Acme/Jobs');
-    const container = taskDefinitionOf(template, { name: 'billing-run' })!.ContainerDefinitions[0];
-    expect(container.Environment).toContainEqual({ Name: 'METRICS_NAMESPACE', Value: 'Acme/Jobs' });
+    const ns = synth({ metricsNamespace: 'Acme/Jobs' });
+    const t = jobTemplate(ns, 'billing-run');
+    expect(alarmsOf(t, { name: 'billing-run' })['missed-run']!.Namespace).toBe('Acme/Jobs');
+    expect(only(t, 'AWS::ECS::TaskDefinition').ContainerDefinitions[0].Environment).toContainEqual({ Name: 'METRICS_NAMESPACE', Value: 'Acme/Jobs' });
   });
+});
+
+/**
+ * `larger` is `smaller` plus the job `name`: the parent's resources keep their logical ids
+ * (one nested stack more), and every other job's nested stack is the same, template and inputs.
+ */
+function expectOthersUnchanged(smaller: Synthesized, larger: Synthesized, name: string): void {
+  const ids = (x: Synthesized) => Object.keys(x.template.toJSON().Resources);
+  const added = ids(larger).filter((id) => !ids(smaller).includes(id));
+  expect(added).toHaveLength(1);
+  expect(added[0]).toMatch(new RegExp(`^Jobs${name.replace(/-/g, '')}NestedStack`));
+  expect(ids(smaller).filter((id) => !ids(larger).includes(id))).toEqual([]);
+  for (const job of smaller.stack.scheduledJobs.jobs.keys()) {
+    expect(jobTemplate(larger, job).toJSON(), job).toEqual(jobTemplate(smaller, job).toJSON());
+    const resource = (x: Synthesized) => x.template.toJSON().Resources[x.stack.resolve((x.stack.scheduledJobs.jobs.get(job)!.stack.nestedStackResource as any).logicalId)];
+    expect(resource(larger).Properties.Parameters, job).toEqual(resource(smaller).Properties.Parameters);
+  }
+}
+
+describe('200 jobs', () => {
+  it('synthesize into templates that each stay within CloudFormation\'s limits', () => {
+    const big = synth({ jobs: benchJobs(200) });
+    const templates = [big.template.toJSON(), ...[...big.stack.scheduledJobs.jobs.values()].map((j) => Template.fromStack(j.stack).toJSON())];
+    expect(templates).toHaveLength(201);
+    for (const t of templates) {
+      expect(Object.keys(t.Resources).length).toBeLessThanOrEqual(500);
+      expect(Object.keys(t.Outputs ?? {}).length).toBeLessThanOrEqual(200);
+      expect(Object.keys(t.Parameters ?? {}).length).toBeLessThanOrEqual(200);
+      expect(Object.keys(t.Mappings ?? {}).length).toBeLessThanOrEqual(200);
+      expect(JSON.stringify(t).length).toBeLessThanOrEqual(1_000_000);
+    }
+    const parent = templates[0]!;
+    console.log(`200 jobs: parent ${Object.keys(parent.Resources).length} resources, ${JSON.stringify(parent).length} bytes; largest nested ${Math.max(...templates.slice(1).map((t) => Object.keys(t.Resources).length))} resources`);
+  }, 300_000);
 });
 
 describe('a bad jobs table', () => {
@@ -298,6 +397,7 @@ describe('a bad jobs table', () => {
       { ...EXTRA_JOB, name: 'big-one', cpu: 512, memoryMiB: 512 },
       { ...EXTRA_JOB, name: 'slow-one', schedule: 'rate(10 minutes)', timeoutSeconds: 900 },
       { ...EXTRA_JOB, name: 'monthly-one', schedule: 'cron(0 4 1 * ? *)' },
+      { ...EXTRA_JOB, name: 'retrying-one', taskRetries: 9 },
       { ...EXTRA_JOB, name: 'a-job-whose-name-is-rather-long-for-rule' },
     ];
     const message = errorMessage(() => new BackendStack(newApp(), 'AVeryLongStackNameForRules', { alertEmail: 'oncall@acme.io', jobs, now: NOW }));
@@ -307,27 +407,26 @@ describe('a bad jobs table', () => {
     expect(message).toContain('job "big-one": memoryMiB 512 is not a valid Fargate size for cpu 512');
     expect(message).toContain('job "slow-one": timeoutSeconds 900 does not fit the schedule rate(10 minutes)');
     expect(message).toMatch(/job "monthly-one": schedule cron\(0 4 1 \* \? \*\) has runs up to 3\d\.\d days apart, and with missedRunGraceMinutes \(30\) no CloudWatch alarm \(at most 7 days\) can cover it/);
+    expect(message).toContain('job "retrying-one": taskRetries must be a whole number from 0 to 5, got 9');
     expect(message).toMatch(/job "a-job-whose-name-is-rather-long-for-rule": name makes the rule name "AVeryLongStackNameForRules-a-job-whose-name-is-rather-long-for-rule" 67 characters long; EventBridge allows 64/);
   });
 });
 
 /**
- * A small EventBridge pattern matcher for the features the crash rule uses: lists of exact
- * values, `anything-but`, `prefix`, `$or`, nested objects, and arrays of objects in the event (any
- * element may match).
+ * A small EventBridge pattern matcher for the features the rules use: lists of exact values,
+ * `anything-but`, `prefix`, `exists`, `$or`, nested objects.
  */
 function matches(pattern: Record<string, any>, event: unknown): boolean {
   return Object.entries(pattern).every(([key, rule]) => {
     if (key === '$or') return (rule as Record<string, any>[]).some((alt) => matches(alt, event));
     const value = (event as Record<string, unknown> | undefined)?.[key];
-    if (Array.isArray(value) && !Array.isArray(rule)) return value.some((v) => matches(rule, v));
     if (!Array.isArray(rule)) return value !== undefined && matches(rule, value);
-    const values = Array.isArray(value) ? value : [value];
-    return values.some((v) => v !== undefined && rule.some((r: unknown) => {
-      if (typeof r !== 'object' || r === null) return r === v;
-      if ('anything-but' in r) return !([] as unknown[]).concat((r as any)['anything-but']).includes(v);
-      if ('prefix' in r) return typeof v === 'string' && v.startsWith((r as any).prefix);
+    if (rule.length === 1 && typeof rule[0] === 'object' && rule[0] !== null && 'exists' in rule[0]) return (value !== undefined) === rule[0].exists;
+    return value !== undefined && rule.some((r: unknown) => {
+      if (typeof r !== 'object' || r === null) return r === value;
+      if ('anything-but' in r) return !([] as unknown[]).concat((r as any)['anything-but']).includes(value);
+      if ('prefix' in r) return typeof value === 'string' && value.startsWith((r as any).prefix);
       throw new Error(`the test matcher does not know ${JSON.stringify(r)}`);
-    }));
+    });
   });
 }

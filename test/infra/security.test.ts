@@ -1,5 +1,5 @@
 import { Stack, Validations } from 'aws-cdk-lib';
-import { Match } from 'aws-cdk-lib/assertions';
+import { Match, Template } from 'aws-cdk-lib/assertions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
@@ -53,6 +53,15 @@ function acknowledgements(root: IConstruct): { id: string; reason: string; path:
   return out;
 }
 
+/** The logical id (in the parent) of the task role of `job`'s task definition, which lives in the job's nested stack. */
+function jobTaskRole(s: Synthesized, job: string): string {
+  const nested = s.stack.scheduledJobs.jobs.get(job)!.stack;
+  const [taskDef] = Object.values(resources(Template.fromStack(nested), 'AWS::ECS::TaskDefinition'));
+  const parameter = taskDef!.Properties.TaskRoleArn.Ref as string;
+  const id = s.stack.resolve((nested.nestedStackResource as { logicalId: string }).logicalId) as string;
+  return s.template.toJSON().Resources[id].Properties.Parameters[parameter]['Fn::GetAtt'][0];
+}
+
 let s: Synthesized;
 beforeAll(() => {
   s = synth();
@@ -66,8 +75,14 @@ describe('IAM', () => {
     const accepted = (w: { actions: string[]; resource: string }): boolean =>
       // ecr:GetAuthorizationToken has no resource-level permissions (execution roles).
       (w.actions.join() === 'ecr:GetAuthorizationToken' && w.resource === '"*"')
-      // EventBridge tags the task it starts; tasks of this one cluster (the events roles).
-      || (w.actions.join() === 'ecs:TagResource' && /:task\/",\{"Ref":"Cluster[^"]+"\},"\/\*"/.test(w.resource))
+      // EventBridge starts the job state machines, named <stack>-<job> (the events role).
+      || (w.actions.join() === 'states:StartExecution' && /:stateMachine:Test-\*"\]\]\}$/.test(w.resource))
+      // The state machines run the job task definitions (families <stack>-<job>), in this cluster (a condition)...
+      || (w.actions.join() === 'ecs:RunTask' && /:task-definition\/Test-\*:\*"\]\]\}$/.test(w.resource))
+      // ...and describe and stop the tasks they start, in this one cluster.
+      || (w.actions.join() === 'ecs:DescribeTasks,ecs:StopTask' && /:task\/",\{"Ref":"Cluster[^"]+"\},"\/\*"/.test(w.resource))
+      // Log delivery and X-Ray accept no resource (the state machines' execution logs and traces).
+      || (w.resource === '"*"' && w.actions.every((a) => /^(logs|xray):/.test(a)))
       // weekly-export uploads objects into the export bucket only.
       || (w.actions.join() === 's3:PutObject' && /ExportBucket[^"]*","Arn"\]\},"\/\*"/.test(w.resource))
 ;
@@ -76,10 +91,8 @@ describe('IAM', () => {
   });
 
   it('lets the jobs\' task role publish to the alert topic and nothing else, and only export jobs upload exports', () => {
-    const taskDefs = Object.values(resources(s.template, 'AWS::ECS::TaskDefinition'));
     for (const job of JOBS.filter((j) => j.enabled)) {
-      const taskDef = taskDefs.find((t) => t.Properties.Family.endsWith(`-${job.name}`))!.Properties;
-      const roleId = taskDef.TaskRoleArn['Fn::GetAtt'][0];
+      const roleId = jobTaskRole(s, job.name);
       expect(roleId).toMatch(job.usesExportBucket ? /^JobsExportTaskRole/ : /^JobsTaskRole/);
       const statements = policyOfRole(s, roleId).map((st) => ({ actions: list(st.Action).sort(), resource: JSON.stringify(st.Resource) }));
       const expected = [
@@ -94,7 +107,8 @@ describe('IAM', () => {
   it('keeps the API\'s task role separate from the jobs\' and grants it nothing', () => {
     const taskDefs = Object.entries(resources(s.template, 'AWS::ECS::TaskDefinition'));
     const apiRole = taskDefs.find(([id]) => id.startsWith('Api'))![1].Properties.TaskRoleArn['Fn::GetAtt'][0];
-    const jobRoles = taskDefs.filter(([id]) => id.startsWith('Jobs')).map(([, t]) => t.Properties.TaskRoleArn['Fn::GetAtt'][0]);
+    const jobRoles = JOBS.filter((j) => j.enabled).map((j) => jobTaskRole(s, j.name));
+    expect(jobRoles.length).toBeGreaterThan(0);
     expect(jobRoles).not.toContain(apiRole);
     expect(policyOfRole(s, apiRole)).toEqual([]);
   });

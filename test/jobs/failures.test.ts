@@ -95,7 +95,7 @@ describe.each(['exception', 'rejection'] as const)('an unhandled %s during a run
     const rows = await jobRuns(db);
     expect(rows).toHaveLength(1);
     expect(rows[0]!.status).toBe('interrupted');
-    // Exit 1 makes the crash rule alert through ECS; the runner itself sends no failure alert.
+    // Exit 1 ends the job's execution (Job.Failed) with no new task; the runner itself sends no failure alert, so the missed-run alarm reports it.
     expect(sns.messages).toHaveLength(0);
     await expectNothingLeft(db);
   });

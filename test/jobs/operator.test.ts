@@ -1,6 +1,6 @@
 /** The operator commands: `jobs` (with and without a database), `runs` and `seed`. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JOBS } from '../../lib/jobs.js';
+import { DEFAULT_TASK_RETRIES, JOBS, type JobDefinition } from '../../lib/jobs.js';
 import type { JobListing } from '../../app/jobs/list.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { NIGHTLY_TIME, expectNothingLeft, runJob } from '../helpers/jobs.js';
@@ -18,7 +18,12 @@ describe('jobs', () => {
       expect(row).toMatch(/\$\d+\.\d+ \/ \$\d+\.\d+/);
       expect(row).toContain('(assumed)');
     }
-    expect(rest.find((l) => l.startsWith('billing-run '))).toMatch(/At 00:15\s+\d\d-\d\d 00:15, \d\d-\d\d 00:15, \d\d-\d\d 00:15\s+0\.5 vCPU\s+1024 MiB\s+45m00s/);
+    expect(rest.find((l) => l.startsWith('billing-run '))).toMatch(/At 00:15\s+\d\d-\d\d 00:15, \d\d-\d\d 00:15, \d\d-\d\d 00:15\s+0\.5 vCPU\s+1024 MiB\s+45m00s\s+2\s+5m00s/);
+    expect(header).toMatch(/TIMEOUT\s+TASK RETRIES\s+RUN LENGTH.*STEP FUNCTIONS RUN \/ MONTH$/);
+    // 3 state transitions at $0.025 per 1,000; a daily job runs about 30.4 times a month.
+    expect(rest.find((l) => l.startsWith('billing-run '))).toMatch(/\$0\.000075 \/ \$0\.0023$/);
+    expect(rest.find((l) => l.startsWith('data-cleanup '))).toMatch(/20m00s\s+3\s+/);
+    expect(r.stdout).toContain('Step Functions (standard): $0.025 per 1,000 state transitions (https://aws.amazon.com/step-functions/pricing/); a run that succeeds at once takes 3, each task retry 9 more');
     expect(r.stdout).toContain('Fargate prices, Linux, us-east-1, US East (N. Virginia)');
     expect(r.stdout).toMatch(/x86\s+\$0\.04048 per vCPU-hour, \$0\.004445 per GB-hour/);
     expect(r.stdout).toMatch(/ARM\s+\$0\.03238 per vCPU-hour, \$0\.00356 per GB-hour/);
@@ -36,6 +41,8 @@ describe('jobs', () => {
       expect(Object.keys(entry.costUsd.perRun).sort()).toEqual(['armOnDemand', 'armSpot', 'x86OnDemand', 'x86Spot']);
       expect(entry.costUsd.perMonth.x86OnDemand).toBeCloseTo(entry.costUsd.perRun.x86OnDemand * entry.runsPerMonth, 3);
       expect(entry.pricing.region).toBe('us-east-1');
+      expect(entry.taskRetries).toBe((JOBS.find((j) => j.name === entry.name) as JobDefinition).taskRetries ?? DEFAULT_TASK_RETRIES);
+      expect(entry.stepFunctions).toEqual({ transitionsPerRun: 3, transitionsPerTaskRetry: 9, perRunUsd: expect.closeTo(0.000075, 10), perMonthUsd: expect.closeTo(0.000075 * entry.runsPerMonth, 5) });
     }
   });
 

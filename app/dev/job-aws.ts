@@ -1,0 +1,196 @@
+/**
+ * `npm run job:aws -- <name> [--scheduled-time ISO] [--wait] [--stack NAME]`: starts an
+ * execution of a job's state machine in AWS, the same one its schedule starts, for the given
+ * scheduled time (default: now). It prints the execution's ARN and console link. With --wait it
+ * follows the execution to its end, prints the task's log lines as they come (each attempt's),
+ * and exits 0 when the execution succeeded, 1 when it did not.
+ *
+ * Nobody types an ARN: the state machine is `<stack>-<job>` (lib/scheduled-jobs.ts), found with
+ * ListStateMachines; the tasks' log group is the stack's `LogGroup` output. The stack name is
+ * cdk.json's `stackName` context (or --stack); credentials and region are the AWS SDK's usual
+ * ones (AWS_PROFILE, AWS_REGION, ...). The SDK clients are loaded here only, never in the image.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { CloudWatchLogsClient, GetLogEventsCommand } from '@aws-sdk/client-cloudwatch-logs';
+import {
+  DescribeExecutionCommand,
+  GetExecutionHistoryCommand,
+  SFNClient,
+  StartExecutionCommand,
+  paginateListStateMachines,
+  type HistoryEvent,
+} from '@aws-sdk/client-sfn';
+import { STACK_DEFAULTS } from '../../lib/defaults.js';
+import { executionConsoleUrl } from '../../lib/job-flow.js';
+import { JOBS } from '../../lib/jobs.js';
+import { EXIT, UsageError } from '../errors.js';
+import { parseIsoTime } from '../jobs/cli.js';
+
+const USAGE = 'Usage: npm run job:aws -- <job> [--scheduled-time ISO] [--wait] [--stack NAME]';
+/** How often --wait asks Step Functions and CloudWatch Logs for news. */
+const POLL_MS = 1_000;
+
+export interface JobAwsArgs {
+  readonly job: string;
+  readonly scheduledTime: string;
+  readonly wait: boolean;
+  readonly stack: string;
+}
+
+/** The stack name `cdk synth` uses: cdk.json's context, else the default. */
+function contextStackName(): string {
+  try {
+    const cdk = JSON.parse(readFileSync('cdk.json', 'utf8')) as { context?: { stackName?: unknown } };
+    if (typeof cdk.context?.stackName === 'string' && cdk.context.stackName !== '') return cdk.context.stackName;
+  } catch {
+    // No cdk.json here: the default, as `cdk synth` would use.
+  }
+  return STACK_DEFAULTS.stackName;
+}
+
+export function parseJobAwsArgs(args: readonly string[], now: Date = new Date()): JobAwsArgs {
+  const enabled: string[] = JOBS.filter((j) => j.enabled).map((j) => j.name);
+  let job: string | undefined;
+  let time: string | undefined;
+  let wait = false;
+  let stack: string | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--wait') wait = true;
+    else if (arg === '--scheduled-time' || arg === '--stack') {
+      const value = args[++i];
+      if (value === undefined) throw new UsageError(`${arg} needs a value. ${USAGE}`);
+      if (arg === '--stack') stack = value;
+      else time = value;
+    } else if (arg.startsWith('--')) throw new UsageError(`Unknown flag "${arg}". Valid flags: --scheduled-time <ISO-8601>, --wait, --stack <name>. ${USAGE}`);
+    else if (job === undefined) job = arg;
+    else throw new UsageError(`One job at a time, got "${job}" and "${arg}". ${USAGE}`);
+  }
+  if (job === undefined) throw new UsageError(`Which job? Enabled jobs: ${enabled.join(', ')}. ${USAGE}`);
+  if (!enabled.includes(job)) throw new UsageError(`No enabled job "${job}" in lib/jobs.ts. Enabled jobs: ${enabled.join(', ')}.`, 'UNKNOWN_JOB');
+  let scheduledTime = now;
+  if (time !== undefined) {
+    const parsed = parseIsoTime(time);
+    if (!parsed) throw new UsageError(`--scheduled-time "${time}" is not an ISO-8601 time with a UTC offset; accepted: 2025-01-02T00:15:00Z, 2025-01-02T01:15:00+01:00, 2025-01-02`);
+    scheduledTime = parsed;
+  }
+  return { job, scheduledTime: scheduledTime.toISOString(), wait, stack: stack ?? contextStackName() };
+}
+
+/** The task started by a TaskSubmitted event of runTask.sync: its ARN, from RunTask's answer. */
+function submittedTaskArn(event: HistoryEvent): string | undefined {
+  const output = event.taskSubmittedEventDetails?.output;
+  if (!output) return undefined;
+  try {
+    return (JSON.parse(output) as { Tasks?: { TaskArn?: string }[] }).Tasks?.[0]?.TaskArn;
+  } catch {
+    return undefined;
+  }
+}
+
+export async function runJobAws(args: JobAwsArgs, out: (line: string) => void): Promise<number> {
+  const sfn = new SFNClient({});
+  const name = `${args.stack}-${args.job}`;
+  let stateMachineArn: string | undefined;
+  for await (const page of paginateListStateMachines({ client: sfn }, {})) {
+    stateMachineArn = page.stateMachines?.find((m) => m.name === name)?.stateMachineArn;
+    if (stateMachineArn) break;
+  }
+  const region = await sfn.config.region();
+  if (!stateMachineArn) {
+    throw new UsageError(`No state machine named ${name} in ${region}: is the stack ${args.stack} deployed there (npx cdk deploy), and are AWS_REGION and the credentials those of its account?`);
+  }
+
+  // Unique, and readable in the console's list: the job, the scheduled time, a random tail.
+  const executionName = `manual-${args.scheduledTime.replace(/[^0-9]/g, '').slice(0, 14)}-${randomBytes(4).toString('hex')}`;
+  const { executionArn } = await sfn.send(new StartExecutionCommand({
+    stateMachineArn,
+    name: executionName,
+    input: JSON.stringify({ scheduledTime: args.scheduledTime }),
+  }));
+  out(`started ${args.job} for ${args.scheduledTime}`);
+  out(`execution: ${executionArn}`);
+  out(`console:   ${executionConsoleUrl(region, executionArn!)}`);
+  if (!args.wait) return EXIT.ok;
+
+  const cfn = new CloudFormationClient({});
+  const { Stacks } = await cfn.send(new DescribeStacksCommand({ StackName: args.stack }));
+  const logGroupName = Stacks?.[0]?.Outputs?.find((o) => o.OutputKey === 'LogGroup')?.OutputValue;
+  if (!logGroupName) throw new UsageError(`The stack ${args.stack} has no LogGroup output: deploy the current version (npx cdk deploy).`);
+  const logs = new CloudWatchLogsClient({});
+
+  // One log stream per task: awslogs names it <prefix>/<container>/<task id> (lib/scheduled-jobs.ts).
+  const streams = new Map<string, string | undefined>();
+  const seenEvents = new Set<string>();
+  const follow = async () => {
+    for (const [stream, token] of streams) {
+      let next = token;
+      for (;;) {
+        let page;
+        try {
+          page = await logs.send(new GetLogEventsCommand({ logGroupName, logStreamName: stream, startFromHead: true, nextToken: next }));
+        } catch (err) {
+          // The stream appears once the container writes its first line.
+          if ((err as Error).name === 'ResourceNotFoundException') break;
+          throw err;
+        }
+        for (const e of page.events ?? []) out(e.message ?? '');
+        if (page.nextForwardToken === next) break;
+        next = page.nextForwardToken;
+        if (!page.events?.length) break;
+      }
+      streams.set(stream, next);
+    }
+  };
+
+  let historyToken: string | undefined;
+  for (;;) {
+    for (;;) {
+      const page = await sfn.send(new GetExecutionHistoryCommand({ executionArn, nextToken: historyToken }));
+      for (const event of page.events ?? []) {
+        const id = String(event.id);
+        if (seenEvents.has(id)) continue;
+        seenEvents.add(id);
+        const taskArn = event.type === 'TaskSubmitted' ? submittedTaskArn(event) : undefined;
+        if (taskArn) {
+          out(`task ${taskArn}`);
+          streams.set(`job-${args.job}/app/${taskArn.split('/').pop()}`, undefined);
+        }
+      }
+      if (!page.nextToken) break;
+      historyToken = page.nextToken;
+    }
+    await follow();
+    const execution = await sfn.send(new DescribeExecutionCommand({ executionArn }));
+    if (execution.status !== 'RUNNING' && execution.status !== 'PENDING_REDRIVE') {
+      await follow();
+      if (execution.status === 'SUCCEEDED') {
+        out(`${args.job} succeeded`);
+        return EXIT.ok;
+      }
+      out(`${args.job} ${execution.status?.toLowerCase()}: ${[execution.error, execution.cause].filter(Boolean).join(': ')}`);
+      return EXIT.failure;
+    }
+    await sleep(POLL_MS);
+  }
+}
+
+async function main(argv: readonly string[]): Promise<void> {
+  const args = parseJobAwsArgs(argv);
+  process.exitCode = await runJobAws(args, (line) => process.stdout.write(`${line}\n`));
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof UsageError) {
+    process.stderr.write(`${err.message}\n`);
+    process.exitCode = EXIT.usage;
+    return;
+  }
+  // An AWS error (credentials, permissions, throttling): its name and message, no stack.
+  const e = err as Error;
+  process.stderr.write(`job:aws failed: ${e.name}: ${e.message}\n`);
+  process.exitCode = EXIT.failure;
+});
