@@ -10,13 +10,14 @@
  * (roles, the security group, the execution log group) stays in the parent stack, so that it is
  * made once, and the nested stacks receive it as parameters.
  */
-import { Duration, NestedStack, Stack, Validations } from 'aws-cdk-lib';
+import { Duration, NestedStack, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as logs from 'aws-cdk-lib/aws-logs';
+import type * as kms from 'aws-cdk-lib/aws-kms';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
@@ -53,6 +54,10 @@ export interface ScheduledJobsProps {
   readonly taskStartAllowance?: Duration;
   /** Retention of the state machines' execution logs. @default 30 days */
   readonly executionLogRetention?: logs.RetentionDays;
+  /** Encrypts the execution logs (the tasks' log key, so one key policy covers every log group). @default - CloudWatch Logs' own encryption */
+  readonly executionLogKey?: kms.IKey;
+  /** What deleting the stack does to the execution logs. @default RemovalPolicy.RETAIN */
+  readonly executionLogRemovalPolicy?: RemovalPolicy;
   /** The current time, for validating schedules. @default - now */
   readonly now?: Date;
 }
@@ -181,6 +186,8 @@ export class ScheduledJobs extends Construct {
       // The vendedlogs prefix keeps the log group's resource policy, which Step Functions writes, short.
       logGroupName: `/aws/vendedlogs/states/${namePrefix}-jobs`,
       retention: props.executionLogRetention ?? (OBSERVABILITY_DEFAULTS.logRetentionDays as logs.RetentionDays),
+      encryptionKey: props.executionLogKey,
+      removalPolicy: props.executionLogRemovalPolicy,
     });
 
     this.stateMachineRole = new iam.Role(this, 'StateMachineRole', {

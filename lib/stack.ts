@@ -232,6 +232,9 @@ export class BackendStack extends Stack {
       alertTopic: this.alerts.topic,
       exportBucket: this.exportBucket,
       namePrefix: this.stackName,
+      executionLogRetention: props.logRetentionDays as logs.RetentionDays,
+      executionLogKey: this.logKey,
+      executionLogRemovalPolicy: removalPolicy,
       now,
     });
     this.jobMonitoring = new JobMonitoring(this, 'JobMonitoring', {

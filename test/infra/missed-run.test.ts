@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { missedRunProblems } from '../../lib/missed-run.js';
 import { JOBS } from '../../lib/jobs.js';
-import { EXTRA_JOB, NOW, resources, synth } from './synth.js';
+import { EXTRA_JOB, jobTemplate, NOW, resources, synth, type Synthesized } from './synth.js';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -40,11 +40,11 @@ function alarmingMinutes(alarm: AlarmSettings, successes: readonly number[], fro
   return out;
 }
 
-let shipped: ReturnType<typeof synth>['template'] | undefined;
+let shipped: Synthesized | undefined;
 
-/** The missed-run alarm of job `name` in the stack with the shipped jobs table. */
+/** The missed-run alarm of job `name` (in its nested stack) with the shipped jobs table. */
 function missedRunAlarm(name: string): AlarmSettings {
-  const template = (shipped ??= synth().template);
+  const template = jobTemplate((shipped ??= synth()), name);
   const alarm = Object.values(resources(template, 'AWS::CloudWatch::Alarm')).find((a) => a.Properties.AlarmName === `Test-${name}-missed-run`);
   expect(alarm, name).toBeDefined();
   return alarm!.Properties as AlarmSettings;

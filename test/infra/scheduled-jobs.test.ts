@@ -8,16 +8,9 @@ import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from '../../lib
 import { longestIntervalMs, parseSchedule } from '../../lib/schedule.js';
 import { BackendStack } from '../../lib/stack.js';
 import { shutdownTimeoutMs } from '../../lib/timing.js';
-import { errorMessage, EXTRA_JOB, jobsCopy, newApp, NOW, resources, STACK_ID, synth, type Synthesized } from './synth.js';
+import { errorMessage, EXTRA_JOB, jobsCopy, jobTemplate, newApp, NOW, resources, STACK_ID, synth, type Synthesized } from './synth.js';
 
 const ENABLED = JOBS.filter((j) => j.enabled);
-
-/** A job's nested stack, synthesized. */
-function jobTemplate(s: Synthesized, name: string): Template {
-  const scheduled = s.stack.scheduledJobs.jobs.get(name);
-  expect(scheduled, name).toBeDefined();
-  return Template.fromStack(scheduled!.stack);
-}
 
 function only(template: Template, type: string): Record<string, any> {
   const found = Object.values(resources(template, type));

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
+import { expect } from 'vitest';
 import { JOBS, type JobDefinition } from '../../lib/jobs.js';
 import { BackendStack, type BackendStackProps } from '../../lib/stack.js';
 
@@ -70,4 +71,11 @@ export function errorMessage(fn: () => unknown): string {
     return (err as Error).message;
   }
   throw new Error('expected an error, but none was thrown');
+}
+
+/** A job's nested stack, synthesized. */
+export function jobTemplate(s: Synthesized, name: string): Template {
+  const scheduled = s.stack.scheduledJobs.jobs.get(name);
+  expect(scheduled, name).toBeDefined();
+  return Template.fromStack(scheduled!.stack);
 }
