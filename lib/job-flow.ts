@@ -119,9 +119,9 @@ export function stateTransitions(retries = 0): number {
   return SUCCESS_PATH.length + retries * RETRY_PATH.length;
 }
 
-/** The one-line command that reruns a job's scheduled time in AWS (app/jobs/aws.ts). */
-export function rerunCommand(job: string, scheduledTime: string): string {
-  return `npm run job:aws -- ${job} --scheduled-time ${scheduledTime}`;
+/** The one-line command that reruns a job's scheduled time in AWS (app/dev/job-aws.ts), in the stack that sent the alert. */
+export function rerunCommand(job: string, scheduledTime: string, stackName: string): string {
+  return `npm run job:aws -- ${job} --scheduled-time ${scheduledTime} --stack ${stackName}`;
 }
 
 /** The Step Functions console's page of an execution. */

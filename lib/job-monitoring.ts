@@ -24,7 +24,7 @@ import { Construct } from 'constructs';
 import { AlertTarget } from './alerts.js';
 import { JOB_DEFAULTS } from './defaults.js';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from './metrics.js';
-import { ALREADY_ALERTED_ERRORS, RUNBOOK } from './job-flow.js';
+import { ALREADY_ALERTED_ERRORS, RUNBOOK, rerunCommand } from './job-flow.js';
 import { applyEvaluationWindow, missedRunWindow } from './missed-run.js';
 import { jobResourceName, type ScheduledJob, type ScheduledJobs } from './scheduled-jobs.js';
 
@@ -85,7 +85,7 @@ export class JobMonitoring extends Construct {
       description: 'A scheduled job\'s execution ended without its own alert: failed, timed out or stopped',
       eventPattern: executionEventPattern(props.jobs),
     });
-    this.executionRule.addTarget(new AlertTarget(props.topic, executionMessage()));
+    this.executionRule.addTarget(new AlertTarget(props.topic, executionMessage(prefix)));
 
     // One widget per metric, each a SEARCH over every job: the dashboard keeps its size (and
     // CloudWatch's 500-widget limit) however many jobs there are.
@@ -177,10 +177,10 @@ export function executionEventPattern(jobs: ScheduledJobs): events.EventPattern 
  * The message: a JSON object whose values are the event's fields, each placed as a JSON value
  * (never inside a quoted string), so EventBridge writes valid JSON whatever they hold.
  */
-function executionMessage(): events.RuleTargetInput {
+function executionMessage(stackName: string): events.RuleTargetInput {
   const field = (path: string) => events.EventField.fromPath(path);
   return events.RuleTargetInput.fromObject({
-    alert: 'A scheduled job\'s execution ended without its own alert (its alert failed, it timed out, it was stopped, or a state broke). Open the execution in the Step Functions console; rerun with: npm run job:aws -- <job> --scheduled-time <its scheduledTime>',
+    alert: 'A scheduled job\'s execution ended without its own alert (its alert failed, it timed out, it was stopped, or a state broke). Open the execution in the Step Functions console; rerun with: ' + rerunCommand('JOB', 'SCHEDULED_TIME', stackName) + ' (JOB: the state machine\'s name after the stack\'s; SCHEDULED_TIME: the input\'s scheduledTime)',
     status: field('$.detail.status'),
     error: field('$.detail.error'),
     cause: field('$.detail.cause'),

@@ -54,6 +54,8 @@ export interface JobDefinitionProps {
   readonly startAllowanceSeconds?: number;
   /** The runbook section the alert links to. */
   readonly runbook: string;
+  /** The stack's name, which the alert's rerun command names (stage stacks differ). */
+  readonly stackName: string;
 }
 
 /** `States.Format`'s template escapes: ' { } and \ are special in it. */
@@ -198,7 +200,7 @@ export function jobStateMachineDefinition(p: JobDefinitionProps): Record<string,
             ['How each attempt ended:'],
             ['%', '$.run.log'],
             ['Rerun it (a new execution; it resumes from the last checkpoint and cannot double any work):'],
-            [`  ${rerunCommand(job.name, '%')}`, '$.scheduledTime'],
+            [`  ${rerunCommand(job.name, '%', p.stackName)}`, '$.scheduledTime'],
             [''],
             [`Runbook: ${p.runbook}`],
           ]),

@@ -289,6 +289,7 @@ export class ScheduledJobs extends Construct {
         stopTimeoutSeconds: shared.stopTimeout.toSeconds(),
         startAllowanceSeconds: shared.startAllowance.toSeconds(),
         runbook: RUNBOOK.runFailed,
+        stackName: shared.namePrefix,
       }))),
       // Shared and complete (the parent grants it); an imported role takes no per-job policies.
       role: iam.Role.fromRoleArn(scope, 'StateMachineRole', this.stateMachineRole.roleArn, { mutable: false }),

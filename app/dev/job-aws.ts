@@ -23,13 +23,13 @@ import {
   paginateListStateMachines,
   type HistoryEvent,
 } from '@aws-sdk/client-sfn';
-import { STACK_DEFAULTS } from '../../lib/defaults.js';
+import { DEFAULT_STAGE, STACK_DEFAULTS, STAGES } from '../../lib/defaults.js';
 import { executionConsoleUrl } from '../../lib/job-flow.js';
 import { JOBS } from '../../lib/jobs.js';
 import { EXIT, UsageError } from '../errors.js';
 import { parseIsoTime } from '../jobs/cli.js';
 
-const USAGE = 'Usage: npm run job:aws -- <job> [--scheduled-time ISO] [--wait] [--stack NAME]';
+const USAGE = 'Usage: npm run job:aws -- <job> [--scheduled-time ISO] [--wait] [--stage dev|prod | --stack NAME]';
 /** How often --wait asks Step Functions and CloudWatch Logs for news. */
 const POLL_MS = 1_000;
 
@@ -40,15 +40,16 @@ export interface JobAwsArgs {
   readonly stack: string;
 }
 
-/** The stack name `cdk synth` uses: cdk.json's context, else the default. */
-function contextStackName(): string {
+/** The stack name `cdk synth -c stage=<stage>` uses: cdk.json's `stackName`, else `<default>-<stage>` (lib/settings.ts). */
+function contextStackName(stage: string | undefined): string {
+  let context: { stackName?: unknown; stage?: unknown } = {};
   try {
-    const cdk = JSON.parse(readFileSync('cdk.json', 'utf8')) as { context?: { stackName?: unknown } };
-    if (typeof cdk.context?.stackName === 'string' && cdk.context.stackName !== '') return cdk.context.stackName;
+    context = (JSON.parse(readFileSync('cdk.json', 'utf8')) as { context?: typeof context }).context ?? {};
   } catch {
-    // No cdk.json here: the default, as `cdk synth` would use.
+    // No cdk.json here: the defaults, as `cdk synth` would use them.
   }
-  return STACK_DEFAULTS.stackName;
+  if (typeof context.stackName === 'string' && context.stackName !== '') return context.stackName;
+  return `${STACK_DEFAULTS.stackName}-${stage ?? (typeof context.stage === 'string' ? context.stage : DEFAULT_STAGE)}`;
 }
 
 export function parseJobAwsArgs(args: readonly string[], now: Date = new Date()): JobAwsArgs {
@@ -57,18 +58,21 @@ export function parseJobAwsArgs(args: readonly string[], now: Date = new Date())
   let time: string | undefined;
   let wait = false;
   let stack: string | undefined;
+  let stage: string | undefined;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === '--wait') wait = true;
-    else if (arg === '--scheduled-time' || arg === '--stack') {
+    else if (arg === '--scheduled-time' || arg === '--stack' || arg === '--stage') {
       const value = args[++i];
       if (value === undefined) throw new UsageError(`${arg} needs a value. ${USAGE}`);
       if (arg === '--stack') stack = value;
+      else if (arg === '--stage') stage = value;
       else time = value;
-    } else if (arg.startsWith('--')) throw new UsageError(`Unknown flag "${arg}". Valid flags: --scheduled-time <ISO-8601>, --wait, --stack <name>. ${USAGE}`);
+    } else if (arg.startsWith('--')) throw new UsageError(`Unknown flag "${arg}". Valid flags: --scheduled-time <ISO-8601>, --wait, --stage <${STAGES.join('|')}>, --stack <name>. ${USAGE}`);
     else if (job === undefined) job = arg;
     else throw new UsageError(`One job at a time, got "${job}" and "${arg}". ${USAGE}`);
   }
+  if (stage !== undefined && !(STAGES as readonly string[]).includes(stage)) throw new UsageError(`--stage "${stage}" is not a stage; accepted: ${STAGES.join(', ')}. ${USAGE}`);
   if (job === undefined) throw new UsageError(`Which job? Enabled jobs: ${enabled.join(', ')}. ${USAGE}`);
   if (!enabled.includes(job)) throw new UsageError(`No enabled job "${job}" in lib/jobs.ts. Enabled jobs: ${enabled.join(', ')}.`, 'UNKNOWN_JOB');
   let scheduledTime = now;
@@ -77,7 +81,7 @@ export function parseJobAwsArgs(args: readonly string[], now: Date = new Date())
     if (!parsed) throw new UsageError(`--scheduled-time "${time}" is not an ISO-8601 time with a UTC offset; accepted: 2025-01-02T00:15:00Z, 2025-01-02T01:15:00+01:00, 2025-01-02`);
     scheduledTime = parsed;
   }
-  return { job, scheduledTime: scheduledTime.toISOString(), wait, stack: stack ?? contextStackName() };
+  return { job, scheduledTime: scheduledTime.toISOString(), wait, stack: stack ?? contextStackName(stage) };
 }
 
 /** The task started by a TaskSubmitted event of runTask.sync: its ARN, from RunTask's answer. */

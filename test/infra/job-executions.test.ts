@@ -161,7 +161,7 @@ describe('a job\'s execution, from the synthesized definition', () => {
     expect(alert!.message).toContain('attempt 2: no exit code, stop code TaskFailedToStart: CannotPullContainerError: pull image manifest has been retried 5 time(s): "quoted", {braced} and a\nnewline');
     expect(alert!.message).toContain(`attempt ${attempts}: no exit code, stop code TaskFailedToStart`);
     expect(alert!.message).toMatch(/Execution: {6}https:\/\/us-east-1\.console\.aws\.amazon\.com\/states\/home\?region=us-east-1#\/v2\/executions\/details\/arn:aws:states:us-east-1:123456789012:execution:/);
-    expect(alert!.message).toContain(`  ${rerunCommand('billing-run', time)}\n`);
+    expect(alert!.message).toContain(`  ${rerunCommand('billing-run', time, 'Test')}\n`);
     expect(await jobRuns(db)).toHaveLength(rows);
   });
 

@@ -316,6 +316,7 @@ describe('the execution-status rule (what replaces the ECS crash rule)', () => {
     const values = Object.fromEntries(Object.keys(target.InputTransformer.InputPathsMap).map((k) => [k, weird]));
     const message = JSON.parse(transform(target.InputTransformer.InputTemplate, values));
     expect(message).toMatchObject({ status: weird, error: weird, cause: weird, execution: weird, runbook: 'docs/operations.md#job-execution-failed' });
+    expect(message.alert).toContain(`npm run job:aws -- JOB --scheduled-time SCHEDULED_TIME --stack ${STACK_ID}`);
     expect(Object.values(target.InputTransformer.InputPathsMap)).toEqual(expect.arrayContaining(['$.detail.status', '$.detail.error', '$.detail.cause', '$.detail.executionArn']));
   });
 

@@ -10,7 +10,7 @@ import { AwsError, awsEnv, startFakeCloudFormation, startFakeJsonService, type F
 import { start } from '../helpers/process.js';
 
 const COMMAND = [process.execPath, path.resolve('dist/app/dev/job-aws.js')];
-const STACK = 'EcsSaasBackend';
+const STACK = 'EcsSaasBackend-dev';
 const MACHINE = `arn:aws:states:us-east-1:123456789012:stateMachine:${STACK}-billing-run`;
 const LOG_GROUP = `${STACK}-Logs0B6081B1-AbCdEf`;
 const TASKS = ['arn:aws:ecs:us-east-1:123456789012:task/jobs/0a1b2c3d', 'arn:aws:ecs:us-east-1:123456789012:task/jobs/4e5f6a7b'];
@@ -163,6 +163,16 @@ describe('npm run job:aws', () => {
     expect(out.code).toBe(2);
     expect(out.stderr).toBe('No state machine named Staging-billing-run in us-east-1: is the stack Staging deployed there (npx cdk deploy), and are AWS_REGION and the credentials those of its account?\n');
     expect(aws.sfn.requests.map((r) => r.operation)).toEqual(['ListStateMachines', 'ListStateMachines']);
+  });
+
+  it('finds the stage\'s stack: --stage prod looks in EcsSaasBackend-prod; an unknown stage is a usage error', async () => {
+    const aws = await fakeAws({ statuses: ['RUNNING'], submittedAt: [] });
+    const prod = await jobAws(['billing-run', '--stage', 'prod'], aws.env);
+    expect(prod.code).toBe(2);
+    expect(prod.stderr).toMatch(/^No state machine named EcsSaasBackend-prod-billing-run in us-east-1: is the stack EcsSaasBackend-prod deployed there/);
+    const bad = await jobAws(['billing-run', '--stage', 'staging'], aws.env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^--stage "staging" is not a stage; accepted: dev, prod\./);
   });
 
   it('reports an AWS error by its name, without a stack trace (exit 1)', async () => {
