@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { billAccounts, dayPeriod } from './billing.js';
 import type { Config } from './config.js';
-import type { Pool } from './db.js';
+import { QUERY_CANCELED, isConnectionError, isPoolTimeout, type Pool } from './db.js';
 import { UserError } from './errors.js';
 import type { Logger } from './logger.js';
 
@@ -21,7 +21,12 @@ export interface ApiDeps {
   readonly config: Pick<Config, 'BODY_LIMIT_BYTES' | 'ENABLE_DEBUG_ROUTES'>;
   /** True once shutdown has begun: /readyz answers 503 from then on. */
   readonly isDraining: () => boolean;
+  /** Why this task should be replaced, or undefined (app/health.ts); /livez, the ALB's check, answers 503 with it. Default: draining only. */
+  readonly liveness?: () => string | undefined;
 }
+
+/** Seconds a 503 for a busy or unreachable database asks the caller to wait before retrying. */
+const RETRY_AFTER_SECONDS = 1;
 
 /** How long /readyz waits for the database before it answers 503. */
 const READY_DB_TIMEOUT_MS = 2_000;
@@ -72,13 +77,20 @@ const ACCOUNT_COLUMNS = `a.id::text AS id, a.name, a.email, a.plan, a.status, a.
 const USAGE_COLUMNS = `id::text AS id, account_id::text AS "accountId", metric, quantity::float8 AS quantity, occurred_at AS "occurredAt", idempotency_key AS "idempotencyKey"`;
 const INVOICE_COLUMNS = `id::text AS id, account_id::text AS "accountId", to_char(period_start, 'YYYY-MM-DD') AS "periodStart", to_char(period_end, 'YYYY-MM-DD') AS "periodEnd", quantity::float8 AS quantity, amount_cents::float8 AS "amountCents", currency, created_at AS "createdAt"`;
 
-export function createApi({ pool, logger, config, isDraining }: ApiDeps): express.Express {
+export function createApi({ pool, logger, config, isDraining, liveness = () => (isDraining() ? 'draining' : undefined) }: ApiDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
+  });
+
+  // The load balancer's check: only what replacing this task would fix, never the shared database.
+  app.get('/livez', (_req, res) => {
+    const reason = liveness();
+    if (reason === undefined) res.json({ status: 'live' });
+    else res.status(503).json({ status: reason });
   });
 
   app.get('/readyz', async (_req, res) => {
@@ -245,13 +257,16 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
 
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const e = toUserError(err);
-    if (e.status >= 500) {
+    if (e.code === 'UNAVAILABLE') {
+      logger.warn({ requestId: res.locals.requestId, err: (err as Error)?.message, method: req.method, path: req.path }, `request answered 503: ${e.message}`);
+    } else if (e.status >= 500) {
       logger.error({ requestId: res.locals.requestId, err: (err as Error)?.message, stack: (err as Error)?.stack, method: req.method, path: req.path }, 'request failed');
     }
     if (res.headersSent) {
       res.destroy();
       return;
     }
+    if (e.code === 'UNAVAILABLE') res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
     res.status(e.status).json({ error: { code: e.code, message: e.message, ...(e.details === undefined ? {} : { details: e.details }) } });
   });
 
@@ -281,6 +296,10 @@ function toUserError(err: unknown): UserError {
   if (e?.type === 'entity.too.large') return new UserError('BODY_TOO_LARGE', `Request body is larger than the limit of ${e.limit} bytes`, 413);
   if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') return new UserError('UNSUPPORTED_MEDIA_TYPE', e.message ?? 'Unsupported body encoding', 415);
   if (e?.code === '22003') return new UserError('VALIDATION_FAILED', 'A number in the request is out of range', 400);
+  // The database is slow or away: the same request may well succeed in a moment, on this task.
+  if (isPoolTimeout(err)) return new UserError('UNAVAILABLE', 'The database is busy: no connection came free in time; retry shortly', 503);
+  if (e?.code === QUERY_CANCELED) return new UserError('UNAVAILABLE', 'The database did not answer in time; retry shortly', 503);
+  if (isConnectionError(err)) return new UserError('UNAVAILABLE', 'The database is unreachable; retry shortly', 503);
   return new UserError('INTERNAL', 'Internal server error', 500);
 }
 

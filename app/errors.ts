@@ -25,6 +25,7 @@ export type ErrorCode =
   | 'UNSUPPORTED_MEDIA_TYPE'
   | 'NOT_FOUND'
   | 'CONFLICT'
+  | 'UNAVAILABLE'
   | 'INTERNAL';
 
 /** An error whose message is safe to show a user as it is; anything else is logged and hidden. */

@@ -1,0 +1,33 @@
+/**
+ * SIGTERM/SIGINT before the shutdown coordinator exists. The entry imports this module first,
+ * so from the first milliseconds a signal ends the process promptly with a log line and the
+ * documented code, instead of Node's silent default (exit 143) while modules still load, or a
+ * signal ignored until start-up is done. The coordinator's `install()` releases the guard.
+ *
+ * Codes: a job exits 3 (interrupted: nothing was done, rerun the same scheduled time); the
+ * server exits 0 (nothing was in flight); other commands exit 1 (not done).
+ */
+import { CONTAINER_COMMANDS } from '../lib/jobs.js';
+import { EXIT } from './errors.js';
+import { createLogger, flushLogs } from './logger.js';
+
+const COMMANDS: ReadonlySet<string> = new Set(CONTAINER_COMMANDS);
+
+function onSignal(signal: NodeJS.Signals): void {
+  const command = process.argv[2];
+  const job = command !== undefined && !command.startsWith('-') && !COMMANDS.has(command);
+  const code = command === undefined ? EXIT.ok : job ? EXIT.interrupted : EXIT.failure;
+  const what = command === undefined ? 'the server' : job ? `job ${command}` : `command ${command}`;
+  createLogger(process.env.LOG_LEVEL ?? 'info', { mode: 'startup' }).warn(
+    { signal, exitCode: code },
+    `received ${signal} while ${what} was starting; nothing was started, exiting ${code}`,
+  );
+  flushLogs();
+  process.exit(code);
+}
+
+for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, onSignal);
+
+export function releaseStartupGuard(): void {
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) process.removeListener(sig, onSignal);
+}
