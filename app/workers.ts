@@ -17,7 +17,7 @@
  * the stack's alarm reads.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { SERVICE_METRICS, WORKER_DIMENSION } from '../lib/metrics.js';
+import { SERVICE_METRICS, USAGE_SUMMARY_WORKER, WORKER_DIMENSION } from '../lib/metrics.js';
 import type { Pool, PoolClient } from './db.js';
 import { emf } from './jobs/emf.js';
 import type { Logger } from './logger.js';
@@ -176,7 +176,7 @@ export class Workers {
  */
 export function usageSummaryTask(intervalMs: number): PeriodicTask {
   return {
-    name: 'usage-summary',
+    name: USAGE_SUMMARY_WORKER,
     intervalMs,
     async runOnce({ db }) {
       await db.query('REFRESH MATERIALIZED VIEW CONCURRENTLY account_usage_30d');

@@ -26,6 +26,9 @@ export const JOB_METRICS = {
 /** The dimension of the server's worker metrics: the worker's name. */
 export const WORKER_DIMENSION = 'Worker';
 
+/** The server's background workers, by the name their lock, logs and metrics carry. */
+export const USAGE_SUMMARY_WORKER = 'usage-summary';
+
 /** Metrics the API server writes (same namespace); the service alarms read them. */
 export const SERVICE_METRICS = {
   /** 1 each period a replica sees a worker stalled: no batch completed here and no live leader elsewhere for WORKER_STALL_PERIODS periods. */

@@ -47,6 +47,8 @@ export interface WebServiceProps {
   readonly requestsPerTarget?: number;
   /** Where the ALB writes its access logs, when the stack's region is known. @default - no access logs */
   readonly accessLogBucket?: s3.IBucket;
+  /** DB_POOL_MAX of each task, from the connection budget (lib/pool-budget.ts). @default - the container's default */
+  readonly dbPoolMax?: number;
 }
 
 /** Every problem with `props`, each showing the bad value. Empty when they are valid. */
@@ -86,7 +88,7 @@ export class WebService extends Construct {
   public readonly loadBalancer: elbv2.ApplicationLoadBalancer;
   /** The listener that forwards to the service: HTTPS on 443 with a certificate, else HTTP on 80. */
   public readonly listener: elbv2.ApplicationListener;
-  /** The service's target group (health check on /readyz). */
+  /** The service's target group (health check on /livez). */
   public readonly targetGroup: elbv2.ApplicationTargetGroup;
   public readonly service: ecs.FargateService;
   public readonly taskDefinition: ecs.FargateTaskDefinition;
@@ -116,6 +118,7 @@ export class WebService extends Construct {
       environment: {
         PORT: String(CONTAINER.port),
         KEEP_ALIVE_TIMEOUT_MS: String(keepAliveTimeoutMs(idleTimeout.toSeconds())),
+        ...(props.dbPoolMax === undefined ? {} : { DB_POOL_MAX: String(props.dbPoolMax) }),
       },
     });
     this.taskDefinition = task.taskDefinition;
@@ -132,7 +135,7 @@ export class WebService extends Construct {
       taskDefinition: this.taskDefinition,
       desiredCount: props.desiredCount ?? SERVICE_DEFAULTS.desiredCount,
       minHealthyPercent: 100,
-      maxHealthyPercent: 200,
+      maxHealthyPercent: SERVICE_DEFAULTS.maxHealthyPercent,
       circuitBreaker: { enable: true, rollback: true },
       healthCheckGracePeriod: Duration.seconds(SERVICE_DEFAULTS.healthCheckGracePeriodSeconds),
       vpcSubnets: { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS },

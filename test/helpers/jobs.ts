@@ -76,12 +76,14 @@ export interface RunRow {
   ran_on: string;
   started_at: Date;
   finished_at: Date | null;
+  /** The backend pid of the session that held the run lock. */
+  lock_pid: number | null;
 }
 
 /** Every attempt, oldest first (by the bigint id: `ORDER BY id` would sort the text column, "10" before "9"). */
 export function jobRuns(db: TestDatabase, job?: string): Promise<RunRow[]> {
   return db.query<RunRow>(
-    `SELECT id::text, job, scheduled_time, status, attempt, processed::text, total::text, checkpoint, error, ran_on, started_at, finished_at
+    `SELECT id::text, job, scheduled_time, status, attempt, processed::text, total::text, checkpoint, error, ran_on, started_at, finished_at, lock_pid
      FROM job_runs WHERE $1::text IS NULL OR job = $1 ORDER BY job_runs.id`,
     [job ?? null],
   );
