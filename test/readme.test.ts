@@ -1,11 +1,33 @@
-/** The README documents what the code does: every variable, job and exit code. */
-import { readFileSync } from 'node:fs';
+/**
+ * The docs document what the code does (every variable, job and exit code), and every link in
+ * them resolves: the README is the front door, the reference lives in docs/, one topic a file.
+ */
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_VARIABLES } from '../app/config.js';
 import { EXIT } from '../app/errors.js';
 import { JOBS } from '../lib/jobs.js';
 
-const readme = readFileSync('README.md', 'utf8');
+const DOCS = ['README.md', ...readdirSync('docs').filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const read = (file: string) => readFileSync(file, 'utf8');
+const readme = read('README.md');
+
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens. */
+function slug(heading: string): string {
+  return heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+}
+
+function anchors(markdown: string): Set<string> {
+  const withoutCode = markdown.replace(/```[\s\S]*?```/g, '');
+  return new Set([...withoutCode.matchAll(/^#{1,6}\s+(.+)$/gm)].map((m) => slug(m[1]!)));
+}
+
+/** Every relative link `[text](target)` outside code blocks, as [file, target]. */
+function links(file: string): Array<[string, string]> {
+  const text = read(file).replace(/```[\s\S]*?```/g, '');
+  return [...text.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]!).filter((t) => !/^[a-z]+:/i.test(t)).map((t) => [file, t]);
+}
 
 describe('README', () => {
   it('starts with the two commands a newcomer needs', () => {
@@ -14,15 +36,36 @@ describe('README', () => {
     expect(firstBlock).toContain('npm test');
   });
 
-  it.each(CONFIG_VARIABLES)('documents the variable %s', (name) => {
-    expect(readme).toMatch(new RegExp(`\\| [^\\n]*\`${name}\``));
+  it('stays a front door of about 150 lines, linking every file in docs/', () => {
+    expect(readme.split('\n').length).toBeLessThanOrEqual(170);
+    for (const file of DOCS.slice(1)) expect(readme).toContain(`](${file})`);
   });
 
   it.each(Object.entries(EXIT))('documents exit code %s (%i)', (_, code) => {
     expect(readme).toMatch(new RegExp(`^\\| ${code} \\|`, 'm'));
   });
+});
 
-  it.each(JOBS.map((j) => j.name))('mentions the job %s', (name) => {
-    expect(readme).toContain(name);
+describe('docs/', () => {
+  const configuration = read('docs/configuration.md');
+  const jobs = read('docs/jobs.md');
+
+  it.each(CONFIG_VARIABLES)('documents the variable %s', (name) => {
+    expect(configuration).toMatch(new RegExp(`\\| [^\\n]*\`${name}\``));
+  });
+
+  it.each(JOBS.map((j) => j.name))('describes the job %s', (name) => {
+    expect(jobs).toContain(name);
+  });
+
+  it.each(DOCS.flatMap(links))('%s: the link %s resolves', (file, target) => {
+    const [pathPart, anchor] = target.split('#') as [string, string | undefined];
+    const resolved = pathPart ? path.join(path.dirname(file), pathPart) : file;
+    expect(existsSync(resolved), `${resolved} exists`).toBe(true);
+    if (anchor) expect([...anchors(read(resolved))]).toContain(anchor);
+  });
+
+  it('finds broken links (the check itself)', () => {
+    expect(anchors('# A `job_runs` table\n## Exit codes of a job')).toEqual(new Set(['a-job_runs-table', 'exit-codes-of-a-job']));
   });
 });
