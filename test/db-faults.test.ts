@@ -78,7 +78,7 @@ describe('the worker lock connection terminated', () => {
     await server.waitForLog(batchDone);
     await db.withClient(async (c) => {
       await c.query('BEGIN');
-      await c.query('LOCK TABLE account_usage_30d IN ACCESS EXCLUSIVE MODE');
+      await c.query('LOCK TABLE usage IN ACCESS EXCLUSIVE MODE');
       const stalled = await server.waitForLog((l) => /^worker usage-summary stalled: no batch completed here and no live leader elsewhere/.test(l.msg), 10_000);
       expect(stalled.msg).toMatch(/last error: canceling statement due to statement timeout/);
       const metric = await server.waitForLog((l) => l[SERVICE_METRICS.workerStalled] === 1);
