@@ -13,20 +13,21 @@ import { createLogger, flushLogs } from './logger.js';
 
 const COMMANDS: ReadonlySet<string> = new Set(CONTAINER_COMMANDS);
 
+const command = process.argv[2];
+const isJob = command !== undefined && !command.startsWith('-') && !COMMANDS.has(command);
+const what = command === undefined ? 'the server' : isJob ? `job ${command}` : `command ${command}`;
+const code = command === undefined ? EXIT.ok : isJob ? EXIT.interrupted : EXIT.failure;
+const logger = createLogger(process.env.LOG_LEVEL ?? 'info', { mode: 'startup' });
+
 function onSignal(signal: NodeJS.Signals): void {
-  const command = process.argv[2];
-  const job = command !== undefined && !command.startsWith('-') && !COMMANDS.has(command);
-  const code = command === undefined ? EXIT.ok : job ? EXIT.interrupted : EXIT.failure;
-  const what = command === undefined ? 'the server' : job ? `job ${command}` : `command ${command}`;
-  createLogger(process.env.LOG_LEVEL ?? 'info', { mode: 'startup' }).warn(
-    { signal, exitCode: code },
-    `received ${signal} while ${what} was starting; nothing was started, exiting ${code}`,
-  );
+  logger.warn({ signal, exitCode: code }, `received ${signal} while ${what} was starting; nothing was started, exiting ${code}`);
   flushLogs();
   process.exit(code);
 }
 
 for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, onSignal);
+// From here on a signal is answered (tests wait for this line before they send one).
+logger.debug({ pid: process.pid, node: process.version }, `starting ${what}`);
 
 export function releaseStartupGuard(): void {
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.removeListener(sig, onSignal);
