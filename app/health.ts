@@ -5,8 +5,8 @@
  * the load balancer and starts a replacement storm that fixes nothing.
  *
  * - Liveness (`GET /livez`, the ALB's check): fails when this process is draining, when its
- *   event loop was blocked longer than EVENT_LOOP_STALL_MS, or when its pool is broken: callers
- *   wait for a connection and none has come back for longer than any statement may run
+ *   event loop was blocked longer than EVENT_LOOP_STALL_MS, or when its pool is broken: every
+ *   connection is checked out and none has come back for longer than any statement may run
  *   (statement_timeout + the pool wait, twice over), so connections leaked in this process.
  *   A slow database cannot cause that: Postgres cancels every statement at statement_timeout.
  * - The database (`GET /readyz`, and a probe every DATABASE_PROBE_MS that writes the
@@ -44,7 +44,7 @@ export interface DatabaseState {
 
 export class Health {
   private readonly loopDelay: IntervalHistogram = monitorEventLoopDelay({ resolution: 20 });
-  /** The last time a connection came back to the pool (or the pool had no waiter). */
+  /** The last time a connection came back to the pool, or the pool had one to spare. */
   private poolMovedAt = performance.now();
   private probeTimer: NodeJS.Timeout | undefined;
   private readonly metricsOut: Logger;
@@ -68,11 +68,11 @@ export class Health {
     this.loopDelay.reset();
     if (maxDelayMs > EVENT_LOOP_STALL_MS) return `event loop blocked for ${Math.round(maxDelayMs)} ms (limit ${EVENT_LOOP_STALL_MS} ms)`;
     const { pool } = this.o;
-    if (pool.waitingCount === 0) this.poolMovedAt = performance.now();
+    if (pool.idleCount > 0 || pool.totalCount < pool.options.max) this.poolMovedAt = performance.now();
     const stuckMs = performance.now() - this.poolMovedAt;
     const limitMs = 2 * (this.o.statementTimeoutMs + this.o.poolWaitMs);
     if (this.o.statementTimeoutMs > 0 && stuckMs > limitMs) {
-      return `connection pool broken: ${pool.waitingCount} caller(s) waiting and no connection returned for ${Math.round(stuckMs)} ms (limit ${limitMs} ms) with all ${pool.totalCount} checked out`;
+      return `connection pool broken: all ${pool.totalCount} connections checked out and none returned for ${Math.round(stuckMs)} ms (limit ${limitMs} ms)`;
     }
     return undefined;
   }
