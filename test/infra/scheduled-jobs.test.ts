@@ -61,8 +61,8 @@ describe('scheduled jobs, the jobs table as shipped', () => {
 
   it('creates one rule, one task definition, one dead-letter queue and four alarms per enabled job', () => {
     // Besides the jobs': the crash alert and the API's deployment alert (rules), the API's task
-    // definition, and the API's two alarms.
-    expect(counts(s.template)).toEqual({ rules: ENABLED.length + 2, taskDefinitions: ENABLED.length + 1, queues: ENABLED.length, alarms: 4 * ENABLED.length + 2 });
+    // definition, and the API's four alarms (no healthy targets, 5xx, worker stalled, database unavailable).
+    expect(counts(s.template)).toEqual({ rules: ENABLED.length + 2, taskDefinitions: ENABLED.length + 1, queues: ENABLED.length, alarms: 4 * ENABLED.length + 4 });
     for (const job of ENABLED) {
       expect(ruleOf(s.template, job).ScheduleExpression).toBe(job.schedule);
       expect(Object.keys(alarmsOf(s.template, job)).sort()).toEqual(['dead-letters', 'delivery', 'failed', 'missed-run']);
