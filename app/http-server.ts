@@ -139,11 +139,13 @@ export class DrainableServer {
    */
   private closeWhenFlushed(socket: Socket): void {
     if (socket.destroyed) return;
-    if (socket.writableLength === 0 && !socket.writableNeedDrain) {
+    if (socket.writableFinished || (socket.writableLength === 0 && !socket.writableNeedDrain)) {
       socket.destroy();
       return;
     }
-    socket.write(Buffer.alloc(0), () => socket.destroy());
+    // Node ends the socket itself after a `Connection: close` answer: no more writes then.
+    if (socket.writableEnded) socket.once('finish', () => socket.destroy());
+    else socket.write(Buffer.alloc(0), () => socket.destroy());
   }
 
   private checkIdle(): void {
