@@ -24,11 +24,11 @@ const SCHEDULED = '2025-03-10T00:15:00.000Z';
 const WORKER_PERIOD_MS = 1_000;
 const out = (line = '') => process.stdout.write(`${line}\n`);
 
-async function until(fn: () => Promise<boolean>, timeoutMs: number, everyMs = 5): Promise<number> {
+async function until(fn: () => Promise<boolean>, timeoutMs: number, everyMs = 5, what = 'the condition'): Promise<number> {
   const end = performance.now() + timeoutMs;
   for (;;) {
     if (await fn().catch(() => false)) return performance.now();
-    if (performance.now() > end) throw new Error(`not within ${timeoutMs} ms`);
+    if (performance.now() > end) throw new Error(`${what}: not within ${timeoutMs} ms`);
     await sleep(everyMs);
   }
 }
@@ -76,13 +76,19 @@ async function restartUnderApi(pg: OwnPostgres, replicas: (Proc & { url: string 
   const t0 = performance.now();
   await pg.restart();
   const upAt = performance.now();
-  const api = until(async () => (await fetch(`${replicas[0]!.url}/debug/sleep?ms=0`)).status === 200, 30_000);
+  const api = until(async () => (await fetch(`${replicas[0]!.url}/debug/sleep?ms=0`)).status === 200, 30_000, 5, 'the API answering 200');
   const worker = until(
     async () => (await pg.query(`SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' AND a.application_name = 'ecs-saas-backend:api'`)).length === 1,
     30_000,
     20,
+    'one replica leading the worker',
   );
-  return { apiMs: (await api) - upAt, workerMs: (await worker) - upAt, downMs: upAt - t0 };
+  try {
+    return { apiMs: (await api) - upAt, workerMs: (await worker) - upAt, downMs: upAt - t0 };
+  } catch (err) {
+    for (const r of replicas) out(r.logs.slice(-15).map((l) => `   | ${l.time as string} ${l.msg}`).join('\n'));
+    throw err;
+  }
 }
 
 async function main(): Promise<void> {
