@@ -5,7 +5,8 @@
  * signal ignored until start-up is done. The coordinator's `install()` releases the guard.
  *
  * Codes: a job exits 3 (interrupted: nothing was done, rerun the same scheduled time); the
- * server exits 0 (nothing was in flight); other commands exit 1 (not done).
+ * server exits 0 (nothing was in flight); the other commands (migrate, seed, runs), which have
+ * no shutdown sequence of their own, exit 1 (not done).
  */
 import { CONTAINER_COMMANDS } from '../lib/jobs.js';
 import { EXIT } from './errors.js';
@@ -20,7 +21,8 @@ const code = command === undefined ? EXIT.ok : isJob ? EXIT.interrupted : EXIT.f
 const logger = createLogger(process.env.LOG_LEVEL ?? 'info', { mode: 'startup' });
 
 function onSignal(signal: NodeJS.Signals): void {
-  logger.warn({ signal, exitCode: code }, `received ${signal} while ${what} was starting; nothing was started, exiting ${code}`);
+  const done = command === undefined || isJob ? `while ${what} was starting; nothing was started` : `during ${what}; it did not finish`;
+  logger.warn({ signal, exitCode: code }, `received ${signal} ${done}, exiting ${code}`);
   flushLogs();
   process.exit(code);
 }
