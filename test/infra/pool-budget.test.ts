@@ -1,7 +1,8 @@
 /** The database connection budget: derived pool sizes reach the tasks, and a budget that cannot fit fails synth naming the numbers. */
 import { describe, expect, it } from 'vitest';
 import { JOBS } from '../../lib/jobs.js';
-import { poolBudget, rdsMaxConnections, RESERVED_CONNECTIONS } from '../../lib/pool-budget.js';
+import { JOB_LOCK_CONNECTIONS, poolBudget, rdsMaxConnections, RESERVED_CONNECTIONS } from '../../lib/pool-budget.js';
+import { LOCK_CONNECTIONS } from '../../app/jobs/runner.js';
 import { SERVICE_METRICS } from '../../lib/metrics.js';
 import { errorMessage, resources, synth } from './synth.js';
 
@@ -12,6 +13,10 @@ function envOf(template: ReturnType<typeof synth>['template'], idPrefix: string)
 }
 
 describe('the connection budget', () => {
+  it('counts the runner\'s lock connections as the runner takes them (the image holds no lib/pool-budget.ts)', () => {
+    expect(JOB_LOCK_CONNECTIONS).toBe(LOCK_CONNECTIONS);
+  });
+
   it('knows max_connections of the default class: about 80 on t4g.micro', () => {
     expect(rdsMaxConnections('t4g.micro')).toBe(80);
     expect(rdsMaxConnections('t4g.small')).toBeGreaterThan(150);
