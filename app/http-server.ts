@@ -13,10 +13,10 @@
  * never learnt of, which a load balancer may replay elsewhere. Here the server dispatches
  * requests itself, and the rule is: once the drain has begun, a request is dispatched only on
  * a socket that has no other request and is not closing; it is then answered in full with
- * `Connection: close`. Any other request is never dispatched: its socket is destroyed (after
- * the bytes of earlier answers are out), so the client sees a reset on a request that did not
- * run, which is safe to retry. Idle sockets close the same way, after one more full poll of
- * the event loop so that a request whose bytes had already arrived is still served.
+ * `Connection: close`. Any other request is never dispatched: its socket is ended after the
+ * bytes of earlier answers, so the client sees the connection close on a request that did
+ * not run, which is safe to retry. Idle sockets close the same way, after one more full poll
+ * of the event loop so that a request whose bytes had already arrived is still served.
  */
 import http from 'node:http';
 import net, { type AddressInfo, type Socket } from 'node:net';
@@ -52,7 +52,7 @@ export class DrainableServer {
       this.sockets.set(socket, active);
       if (this.draining) {
         if (this.closing.has(socket) || active.size > 0) {
-          // Never dispatched: the socket goes once the answers before this one are out.
+          // Never dispatched: the socket ends once the answers before this one are out.
           this.closing.add(socket);
           if (active.size === 0) this.closeWhenFlushed(socket);
           return;
@@ -133,19 +133,14 @@ export class DrainableServer {
   }
 
   /**
-   * Destroys `socket` once every byte written to it is out. Destroy, not end: an ended socket
-   * still reads, and a request read from it would be dispatched with nowhere to answer. An
-   * empty write's callback runs once the writes before it have been handed to the kernel.
+   * Ends `socket`: a FIN after the bytes already written. It stays readable, but nothing read
+   * from it is dispatched (it is in `closing`). Not destroy: closing a socket with unread
+   * bytes (a request the client sent meanwhile) makes the kernel send a reset, and a reset
+   * can discard the previous answer still unread in the client's buffer: run, then dropped.
+   * The client closes its side on the FIN; the process exit closes whatever is left.
    */
   private closeWhenFlushed(socket: Socket): void {
-    if (socket.destroyed) return;
-    if (socket.writableFinished || (socket.writableLength === 0 && !socket.writableNeedDrain)) {
-      socket.destroy();
-      return;
-    }
-    // Node ends the socket itself after a `Connection: close` answer: no more writes then.
-    if (socket.writableEnded) socket.once('finish', () => socket.destroy());
-    else socket.write(Buffer.alloc(0), () => socket.destroy());
+    if (!socket.destroyed && !socket.writableEnded) socket.end();
   }
 
   private checkIdle(): void {

@@ -58,7 +58,8 @@ describe('a slow stdout reader at exit', () => {
       new Promise<void>((resolve) => {
         const req = http.get(`${url}/debug/sleep?ms=0`, { agent, headers: { 'x-request-id': `r${i}` } }, (res) => {
           res.resume().on('end', () => {
-            if (res.statusCode === 200) answered.push(`r${i}`);
+            // 200, or 503 when the pool wait ran out while the server waited on the pipe: answered either way.
+            answered.push(`r${i}`);
             resolve();
           });
         });
@@ -85,6 +86,7 @@ describe('a slow stdout reader at exit', () => {
     for (let i = 1; i < logs.length; i++) expect(Date.parse(logs[i]!.time)).toBeGreaterThanOrEqual(Date.parse(logs[i - 1]!.time));
     // One line for every answered request, none for the others.
     const logged = logs.filter((l) => l.msg === 'request' && (l as { completed?: boolean }).completed).map((l) => l.requestId!);
+    expect(logged).toHaveLength(new Set(logged).size);
     expect(answered.length).toBeGreaterThan(100);
     expect(new Set(logged)).toEqual(new Set(answered));
     expect(logs.filter((l) => /^shutdown: \w+ done in/.test(l.msg)).map((l) => l.step)).toEqual(['readiness', 'http', 'workers', 'pool']);
