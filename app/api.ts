@@ -18,7 +18,7 @@ import { z } from 'zod';
 import { authenticate, identityOf, keyIsLive, newApiKey, requireOperator, unauthorized } from './auth.js';
 import { billAccounts, dayPeriod, MAX_UNIT_PRICE_CENTS, MAX_USAGE_QUANTITY } from './billing.js';
 import type { Config } from './config.js';
-import type { Pool } from './db.js';
+import { QUERY_CANCELED, isConnectionError, isPoolTimeout, type Pool } from './db.js';
 import { UserError } from './errors.js';
 import type { Logger } from './logger.js';
 import { queryAs, UnknownKeyError, withIdentity, type Queryable } from './tenancy.js';
@@ -29,7 +29,12 @@ export interface ApiDeps {
   readonly config: Pick<Config, 'BODY_LIMIT_BYTES' | 'ENABLE_DEBUG_ROUTES' | 'ADMIN_API_KEY'>;
   /** True once shutdown has begun: /readyz answers 503 from then on. */
   readonly isDraining: () => boolean;
+  /** Why this task should be replaced, or undefined (app/health.ts); /livez, the ALB's check, answers 503 with it. Default: draining only. */
+  readonly liveness?: () => string | undefined;
 }
+
+/** Seconds a 503 for a busy or unreachable database asks the caller to wait before retrying. */
+const RETRY_AFTER_SECONDS = 1;
 
 /** How long /readyz waits for the database before it answers 503. */
 const READY_DB_TIMEOUT_MS = 2_000;
@@ -109,7 +114,7 @@ const USAGE_COLUMNS = `id::text AS id, account_id::text AS "accountId", metric, 
 const KEY_COLUMNS = `id::text AS id, account_id::text AS "accountId", prefix, created_at AS "createdAt", revoked_at AS "revokedAt"`;
 const INVOICE_COLUMNS = `id::text AS id, account_id::text AS "accountId", to_char(period_start, 'YYYY-MM-DD') AS "periodStart", to_char(period_end, 'YYYY-MM-DD') AS "periodEnd", quantity::float8 AS quantity, amount_cents::float8 AS "amountCents", currency, created_at AS "createdAt"`;
 
-export function createApi({ pool, logger, config, isDraining }: ApiDeps): express.Express {
+export function createApi({ pool, logger, config, isDraining, liveness = () => (isDraining() ? 'draining' : undefined) }: ApiDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -123,6 +128,13 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
+  });
+
+  // The load balancer's check: only what replacing this task would fix, never the shared database.
+  app.get('/livez', (_req, res) => {
+    const reason = liveness();
+    if (reason === undefined) res.json({ status: 'live' });
+    else res.status(503).json({ status: reason });
   });
 
   app.get('/readyz', async (_req, res) => {
@@ -376,7 +388,9 @@ export function createApi({ pool, logger, config, isDraining }: ApiDeps): expres
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const e = toUserError(err);
     const answer = (e: UserError, cause: unknown) => {
-      if (e.status >= 500) {
+      if (e.code === 'UNAVAILABLE') {
+        logger.warn({ requestId: res.locals.requestId, err: (cause as Error)?.message, method: req.method, path: req.path }, `request answered 503: ${e.message}`);
+      } else if (e.status >= 500) {
         logger.error({ requestId: res.locals.requestId, err: (cause as Error)?.message, stack: (cause as Error)?.stack, method: req.method, path: req.path }, 'request failed');
       }
       if (res.headersSent) {
@@ -447,6 +461,11 @@ function toUserError(err: unknown): UserError {
   if (err instanceof URIError) return new UserError('BAD_REQUEST', 'The path has a malformed %-escape', 400);
   // body-parser's own 4xx: a gzip or br body that does not decode, a request aborted mid-body.
   if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) return new UserError('BAD_REQUEST', `Request body could not be read: ${e.message}`, e.status);
+  // The database is slow or away: the same request may well succeed in a moment, on this task.
+  const unavailable = (message: string) => new UserError('UNAVAILABLE', message, 503, undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
+  if (isPoolTimeout(err)) return unavailable('The database is busy: no connection came free in time; retry shortly');
+  if (e?.code === QUERY_CANCELED) return unavailable('The database did not answer in time; retry shortly');
+  if (isConnectionError(err)) return unavailable('The database is unreachable; retry shortly');
   return new UserError('INTERNAL', 'Internal server error', 500);
 }
 

@@ -79,6 +79,12 @@ const schema = z.object({
   DB_SSL: z.enum(['off', 'no-verify', 'verify'], { message: 'accepts off, no-verify or verify' }).default('off'),
   /** Connections in the pool; a worker's lock holds one of them for as long as it leads. */
   DB_POOL_MAX: int('(connections)', 2, 1_000).default(10),
+  /** Longest wait for a free pooled connection; an API request that waits longer answers 503 with Retry-After. */
+  DB_POOL_WAIT_MS: int('(milliseconds)', 1, 600_000).default(2_000),
+  /** Postgres cancels an API query (and a worker batch) that runs longer; the request answers 503 with Retry-After. 0 turns it off. */
+  DB_STATEMENT_TIMEOUT_MS: int('(milliseconds, 0 for none)', 0, 3_600_000).default(5_000),
+  /** Gives up waiting for another process's migration after this long: start-up then exits 1, naming the lock's holder. */
+  MIGRATION_LOCK_TIMEOUT_MS: int('(milliseconds)', 1, 3_600_000).default(45_000),
 
   /** The HTTP port. */
   PORT: int('(a TCP port, 0 for any free one)', 0, 65_535).default(3000),
@@ -116,6 +122,8 @@ const schema = z.object({
   ENABLE_WORKERS: bool.default(true),
   /** Period of the usage-summary refresh worker. */
   USAGE_SUMMARY_REFRESH_MS: int('(milliseconds)', 100, 86_400_000).default(60_000),
+  /** A worker with no completed batch on this replica, and no live leader elsewhere, for this many periods is reported stalled (log line and EMF metric). */
+  WORKER_STALL_PERIODS: int('(periods)', 1, 1_000).default(3),
 
   /** How often a running job records its heartbeat and progress. */
   HEARTBEAT_INTERVAL_MS: int('(milliseconds)', 100, 3_600_000).default(15_000),
@@ -131,6 +139,12 @@ const schema = z.object({
   JOB_BATCH_SIZE: int('(items per batch)', 1, 1_000_000).default(5_000),
   /** The first in-process retry of a failed job attempt waits about this long; each next one twice as long (with jitter, at most 60 s). */
   JOB_RETRY_BACKOFF_MS: int('(milliseconds)', 0, 600_000).default(2_000),
+  /** After a lost database connection (restart, terminated backend, reset), the job reconnects after about this long, doubling per try (separate from JOB_RETRY_BACKOFF_MS). */
+  JOB_RECONNECT_BACKOFF_MS: int('(milliseconds)', 0, 600_000).default(250),
+  /** Postgres cancels a job statement that runs longer (one batch); longer than the API's limit. 0 turns it off. */
+  JOB_STATEMENT_TIMEOUT_MS: int('(milliseconds, 0 for none)', 0, 86_400_000).default(300_000),
+  /** A scheduled time may be at most this far in the future (clock skew between the scheduler and the task); later is refused with exit 2. */
+  SCHEDULED_TIME_SKEW_MS: int('(milliseconds)', 0, 3_600_000).default(60_000),
   /** data-cleanup deletes usage older than this, once invoiced and rolled up; report-aggregation refuses days older than this. */
   USAGE_RETENTION_DAYS: int('(days)', 1, 36_500).default(400),
   /** data-cleanup deletes job_runs attempts that finished longer ago than this. */

@@ -1,6 +1,11 @@
 /**
  * The process's one Postgres pool. Every connection it opens carries `application_name`,
  * so `pg_stat_activity` can count (and tests can prove the absence of) our connections.
+ *
+ * Two bounds keep a slow or stuck database from holding a caller for ever: a connection is
+ * waited for at most `waitMs` (then pg-pool throws "timeout exceeded when trying to
+ * connect", which the API answers 503), and every statement is cancelled by Postgres after
+ * `statementTimeoutMs` (SQLSTATE 57014). The API and the jobs set different limits.
  */
 import pg from 'pg';
 import type { DatabaseSettings } from './config.js';
@@ -16,17 +21,48 @@ export interface PoolOptions {
   readonly role: string;
   readonly max: number;
   readonly logger: Logger;
+  /** Longest wait for a free connection (DB_POOL_WAIT_MS). */
+  readonly waitMs: number;
+  /** Postgres cancels a statement that runs longer (DB_STATEMENT_TIMEOUT_MS, JOB_STATEMENT_TIMEOUT_MS); 0 means none. */
+  readonly statementTimeoutMs: number;
 }
 
-export function createPool(settings: DatabaseSettings, { role, max, logger }: PoolOptions): Pool {
+export function createPool(settings: DatabaseSettings, { role, max, logger, waitMs, statementTimeoutMs }: PoolOptions): Pool {
   const pool = new pg.Pool({
     ...settings,
     application_name: `${APPLICATION_NAME_PREFIX}:${role}`,
     max,
-    connectionTimeoutMillis: 10_000,
+    connectionTimeoutMillis: waitMs,
     idleTimeoutMillis: 30_000,
+    statement_timeout: statementTimeoutMs,
   });
   // An idle connection the server dropped is reported here instead of crashing the process.
   pool.on('error', (err) => logger.warn({ err: err.message }, 'idle database connection failed; the pool replaces it'));
   return pool;
+}
+
+/** pg-pool's message when no connection came free within connectionTimeoutMillis. */
+const POOL_TIMEOUT = /timeout exceeded when trying to connect/;
+/** Postgres cancelled the statement at statement_timeout. */
+export const QUERY_CANCELED = '57014';
+
+/** No pooled connection came free in time: the database is slow or the pool is too small. */
+export function isPoolTimeout(err: unknown): boolean {
+  return err instanceof Error && POOL_TIMEOUT.test(err.message);
+}
+
+/**
+ * The connection itself failed, not the statement: the server restarted or is starting up
+ * (class 08, 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now), the
+ * backend was terminated, or the network reset. Worth a retry on a new connection.
+ */
+export function isConnectionError(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return true;
+    if (['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) return true;
+  }
+  // node-postgres reports a socket that closed under a query without a code.
+  return /Connection terminated|connection error and is not queryable|Client was closed and is not queryable/i.test(err.message) || isPoolTimeout(err);
 }

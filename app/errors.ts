@@ -29,6 +29,7 @@ export type ErrorCode =
   | 'CONFLICT'
   | 'IDEMPOTENCY_KEY_REUSED'
   | 'BAD_REQUEST'
+  | 'UNAVAILABLE'
   | 'INTERNAL';
 
 /** An error whose message is safe to show a user as it is; anything else is logged and hidden. */

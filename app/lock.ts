@@ -42,9 +42,23 @@ export class AdvisoryLock {
     this.key = lockKey(name);
   }
 
+  /** The holding session's backend pid: recorded in job_runs so that a rerun can tell it is gone. */
+  private holderPid: number | undefined;
+
   /** True while this process holds the lock on a live connection. */
   get held(): boolean {
     return this.client !== undefined && !this.lost;
+  }
+
+  /** True when the connection that held the lock died: the lock is gone and the dead client is still kept. */
+  get broken(): boolean {
+    return this.client !== undefined && this.lost;
+  }
+
+  /** The backend pid of the session holding the lock. */
+  get pid(): number {
+    if (!this.held || this.holderPid === undefined) throw new Error(`advisory lock ${this.name} is not held`);
+    return this.holderPid;
   }
 
   /** The connection holding the lock, for work that must run on it. */
@@ -55,12 +69,15 @@ export class AdvisoryLock {
 
   /** Takes the lock if it is free; false (and no client kept) if another session holds it. */
   async tryAcquire(): Promise<boolean> {
-    if (this.client) return !this.lost;
+    if (this.held) return true;
+    // The connection that held it died: free that client (the pool destroys it) before trying anew.
+    if (this.broken) await this.release();
     const client = await this.pool.connect();
     let ok = false;
     try {
-      const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS ok', [this.key]);
+      const { rows } = await client.query<{ ok: boolean; pid: number }>('SELECT pg_try_advisory_lock($1::bigint) AS ok, pg_backend_pid() AS pid', [this.key]);
       ok = rows[0]!.ok;
+      this.holderPid = rows[0]!.pid;
     } catch (err) {
       client.release(err as Error);
       throw err;

@@ -10,6 +10,8 @@
  *
  * Exit codes (app/errors.ts): 0 ok, 1 failure, 2 usage error, 3 job interrupted.
  */
+// First: a signal during start-up then exits promptly and says so (the module explains).
+import './startup-guard.js';
 import { CONTAINER_COMMANDS, JOBS } from '../lib/jobs.js';
 import { loadConfig } from './config.js';
 import { UsageError, EXIT } from './errors.js';

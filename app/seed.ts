@@ -88,9 +88,9 @@ export function parseSeedArgs(args: readonly string[]): { accounts: number; days
 export async function runSeedCommand(args: readonly string[], config: Config): Promise<void> {
   const options = parseSeedArgs(args);
   const logger = createLogger(config.LOG_LEVEL, { mode: 'seed' });
-  const pool = createPool(config.database, { role: 'seed', max: 1, logger });
+  const pool = createPool(config.database, { role: 'seed', max: 1, logger, waitMs: config.DB_POOL_WAIT_MS, statementTimeoutMs: config.JOB_STATEMENT_TIMEOUT_MS });
   try {
-    await migrate(pool, logger);
+    await migrate(pool, logger, { lockTimeoutMs: config.MIGRATION_LOCK_TIMEOUT_MS });
     const t0 = Date.now();
     const result = await seedDemoData(pool, {
       ...options,

@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createApi } from './api.js';
 import type { Config } from './config.js';
 import { createPool } from './db.js';
+import { Health } from './health.js';
 import { DrainableServer } from './http-server.js';
 import { createLogger, flushLogs } from './logger.js';
 import { migrate } from './migrate.js';
@@ -14,9 +15,28 @@ import { Workers, usageSummaryTask } from './workers.js';
 export async function runServer(config: Config): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL, { mode: 'server' });
   const shutdown = new ShutdownCoordinator({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS, logger }).install();
-  const pool = createPool(config.database, { role: 'api', max: config.DB_POOL_MAX, logger });
-  const workers = new Workers(pool, logger, config.ENABLE_WORKERS ? [usageSummaryTask(config.USAGE_SUMMARY_REFRESH_MS)] : []);
-  const http = new DrainableServer(createApi({ pool, logger, config, isDraining: () => shutdown.draining }), config);
+  const pool = createPool(config.database, {
+    role: 'api',
+    max: config.DB_POOL_MAX,
+    logger,
+    waitMs: config.DB_POOL_WAIT_MS,
+    statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+  });
+  const workers = new Workers(pool, logger, config.ENABLE_WORKERS ? [usageSummaryTask(config.USAGE_SUMMARY_REFRESH_MS)] : [], {
+    statementTimeoutMs: config.JOB_STATEMENT_TIMEOUT_MS,
+    stallPeriods: config.WORKER_STALL_PERIODS,
+    metricsNamespace: config.METRICS_NAMESPACE,
+  });
+  const isDraining = () => shutdown.draining;
+  const health = new Health({
+    pool,
+    logger,
+    isDraining,
+    poolWaitMs: config.DB_POOL_WAIT_MS,
+    statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+    metricsNamespace: config.METRICS_NAMESPACE,
+  });
+  const http = new DrainableServer(createApi({ pool, logger, config, isDraining, liveness: () => health.liveness() }), config);
 
   shutdown
     .add({
@@ -29,11 +49,13 @@ export async function runServer(config: Config): Promise<void> {
     .add(workers.shutdownStep())
     .add(poolStep(pool));
 
-  await migrate(pool, logger);
+  // A SIGTERM while waiting for another replica's migration ends the wait; the sequence then exits 0.
+  await migrate(pool, logger, { lockTimeoutMs: config.MIGRATION_LOCK_TIMEOUT_MS, signal: shutdown.signal });
   if (shutdown.draining) return;
   if (config.ADMIN_API_KEY === undefined) logger.warn('ADMIN_API_KEY is not set: only account API keys are accepted, and no one can create accounts');
   const address = await http.listen(config.PORT);
   workers.start();
+  health.start();
   logger.info(
     { port: address.port, keepAliveTimeoutMs: config.KEEP_ALIVE_TIMEOUT_MS, shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS },
     `listening on port ${address.port}`,
@@ -43,9 +65,10 @@ export async function runServer(config: Config): Promise<void> {
 /** `main.js migrate`: applies the migrations, closes the pool, exits. */
 export async function runMigrate(config: Config): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL, { mode: 'migrate' });
-  const pool = createPool(config.database, { role: 'migrate', max: 1, logger });
+  // No statement limit: a migration may rewrite a big table.
+  const pool = createPool(config.database, { role: 'migrate', max: 1, logger, waitMs: config.DB_POOL_WAIT_MS, statementTimeoutMs: 0 });
   try {
-    await migrate(pool, logger);
+    await migrate(pool, logger, { lockTimeoutMs: config.MIGRATION_LOCK_TIMEOUT_MS });
   } finally {
     await pool.end();
     flushLogs();

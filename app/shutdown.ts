@@ -10,8 +10,9 @@
  * line and runs the same sequence, then exits 1.
  */
 import type { Logger } from './logger.js';
-import { flushLogs } from './logger.js';
+import { flushLogs, limitLogWaits } from './logger.js';
 import { EXIT } from './errors.js';
+import { releaseStartupGuard } from './startup-guard.js';
 
 export interface ShutdownStep {
   /** Short name, used in the log lines ("http", "workers", "pool"). */
@@ -63,6 +64,8 @@ export class ShutdownCoordinator {
 
   /** Routes SIGTERM, SIGINT and crashes into the sequence. */
   install(): this {
+    // From here on the sequence answers signals; the start-up guard (app/startup-guard.ts) steps aside.
+    releaseStartupGuard();
     for (const sig of ['SIGTERM', 'SIGINT'] as const) {
       process.on(sig, () => void this.shutdown(sig, EXIT.ok));
     }
@@ -83,6 +86,8 @@ export class ShutdownCoordinator {
     this.exitCode = exitCode;
     this.startedAt = Date.now();
     this.controller.abort(reason);
+    // A write to a full stdout must not hold the process past the deadline.
+    limitLogWaits(this.startedAt + timeoutMs);
     const cause = /^SIG[A-Z]+$/.test(reason) ? `received ${reason}` : reason;
     logger.info({ reason, deadlineMs: timeoutMs, steps: this.steps.map((s) => s.name) }, `${cause}; shutting down (deadline ${timeoutMs} ms)`);
     const timer = setTimeout(() => this.onDeadline(), timeoutMs);

@@ -7,9 +7,19 @@
  * every period, so when the leader dies (its connection closes and Postgres frees the lock)
  * another one takes over within one period. On stop, each task finishes its current batch,
  * then releases the lock, then the connection.
+ *
+ * A leader whose lock connection dies (a database restart, pg_terminate_backend, a network
+ * reset) has lost the lock with it: it logs that, frees the dead client and tries to lead
+ * again on its next period like every other replica, so within two periods of the database
+ * coming back exactly one replica leads again. A replica that has neither completed a batch
+ * nor seen the lock held by a live leader elsewhere for WORKER_STALL_PERIODS periods reports
+ * the worker stalled, once in the log and every period as the WorkerStalled EMF metric that
+ * the stack's alarm reads.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { SERVICE_METRICS, USAGE_SUMMARY_WORKER, WORKER_DIMENSION } from '../lib/metrics.js';
 import type { Pool, PoolClient } from './db.js';
+import { emf } from './jobs/emf.js';
 import type { Logger } from './logger.js';
 import { AdvisoryLock } from './lock.js';
 import type { ShutdownStep } from './shutdown.js';
@@ -32,23 +42,45 @@ export interface PeriodicTask {
   runOnce(ctx: TaskContext): Promise<void>;
 }
 
+export interface WorkerOptions {
+  /** The lock connection's statement_timeout: a batch may run longer than an API query (JOB_STATEMENT_TIMEOUT_MS). */
+  readonly statementTimeoutMs: number;
+  /** Periods without progress before the worker is reported stalled (WORKER_STALL_PERIODS). */
+  readonly stallPeriods: number;
+  /** CloudWatch namespace of the WorkerStalled metric (METRICS_NAMESPACE). */
+  readonly metricsNamespace: string;
+}
+
 interface Loop {
   readonly task: PeriodicTask;
   readonly lock: AdvisoryLock;
   batchRunning: boolean;
+  /** When this replica last saw the task make progress: a batch done here, or a live leader elsewhere. */
+  progressAt: number;
+  stalled: boolean;
   done?: Promise<void>;
 }
 
 export class Workers {
   private readonly loops: Loop[];
   private readonly controller = new AbortController();
+  private readonly metricsOut: Logger;
 
   constructor(
     pool: Pool,
     private readonly logger: Logger,
     tasks: readonly PeriodicTask[],
+    private readonly options: WorkerOptions,
   ) {
-    this.loops = tasks.map((task) => ({ task, lock: new AdvisoryLock(pool, `worker:${task.name}`, logger), batchRunning: false }));
+    this.loops = tasks.map((task) => ({
+      task,
+      lock: new AdvisoryLock(pool, `worker:${task.name}`, logger),
+      batchRunning: false,
+      progressAt: performance.now(),
+      stalled: false,
+    }));
+    // The metric must not vanish under LOG_LEVEL=warn.
+    this.metricsOut = logger.child({}, { level: 'info' });
   }
 
   start(): void {
@@ -78,29 +110,63 @@ export class Workers {
     const signal = this.controller.signal;
     const log = this.logger.child({ worker: task.name });
     while (!signal.aborted) {
+      let lastError: string | undefined;
       try {
-        if (lock.held && !(await lock.verify())) {
-          log.warn('lost the worker lock with its connection; will try to take it again');
+        if (lock.broken || (lock.held && !(await lock.verify()))) {
+          log.warn(
+            { lockKey: lock.key },
+            `worker ${task.name}: the connection holding its lock died, so the lock is gone; released the dead connection, trying to lead again now`,
+          );
           await lock.release();
         }
-        if (!lock.held && (await lock.tryAcquire())) {
-          log.info({ lockKey: lock.key }, `took the lock for worker ${task.name}; this replica runs it now`);
+        if (!lock.held) {
+          if (await lock.tryAcquire()) {
+            await lock.connection.query(`SELECT set_config('statement_timeout', $1, false)`, [String(this.options.statementTimeoutMs)]);
+            log.info({ lockKey: lock.key }, `took the lock for worker ${task.name}; this replica runs it now`);
+          } else {
+            // Another session holds it, and Postgres frees a dead session's locks: a live leader.
+            loop.progressAt = performance.now();
+          }
         }
         if (lock.held && !signal.aborted) {
           loop.batchRunning = true;
           const t0 = Date.now();
           await task.runOnce({ db: lock.connection, logger: log, signal });
+          loop.progressAt = performance.now();
           log.info({ ms: Date.now() - t0 }, `worker ${task.name}: batch done in ${Date.now() - t0} ms`);
         }
       } catch (err) {
-        log.error({ err: errorText(err) }, `worker ${task.name}: batch failed; retrying in ${task.intervalMs} ms`);
+        lastError = errorText(err);
+        log.error({ err: lastError }, `worker ${task.name}: batch failed; retrying in ${task.intervalMs} ms`);
       } finally {
         loop.batchRunning = false;
       }
+      if (!signal.aborted) this.checkStall(loop, log, lastError);
       await sleep(task.intervalMs, undefined, { signal }).catch(() => undefined);
     }
     await lock.release();
     log.info(`worker ${task.name} stopped`);
+  }
+
+  private checkStall(loop: Loop, log: Logger, lastError: string | undefined): void {
+    const { task } = loop;
+    const sinceMs = Math.round(performance.now() - loop.progressAt);
+    const stalled = sinceMs >= this.options.stallPeriods * task.intervalMs;
+    if (stalled && !loop.stalled) {
+      log.error(
+        { sinceMs, stallPeriods: this.options.stallPeriods, lastError },
+        `worker ${task.name} stalled: no batch completed here and no live leader elsewhere for ${sinceMs} ms (${this.options.stallPeriods} periods of ${task.intervalMs} ms)${lastError ? `; last error: ${lastError}` : ''}`,
+      );
+    } else if (!stalled && loop.stalled) {
+      log.info(`worker ${task.name} runs again after a stall`);
+    }
+    loop.stalled = stalled;
+    if (stalled) {
+      this.metricsOut.info(
+        emf(this.options.metricsNamespace, { [WORKER_DIMENSION]: task.name }, { [SERVICE_METRICS.workerStalled]: { value: 1, unit: 'Count' } }),
+        `metrics: worker ${task.name} stalled`,
+      );
+    }
   }
 }
 
@@ -110,7 +176,7 @@ export class Workers {
  */
 export function usageSummaryTask(intervalMs: number): PeriodicTask {
   return {
-    name: 'usage-summary',
+    name: USAGE_SUMMARY_WORKER,
     intervalMs,
     async runOnce({ db }) {
       await db.query('REFRESH MATERIALIZED VIEW CONCURRENTLY account_usage_30d');

@@ -155,7 +155,7 @@ async function main(): Promise<void> {
     // 2. The runner around a job that does nothing.
     const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'info', HEARTBEAT_INTERVAL_MS: '15000' });
     const logger = pino({ level: 'info' }, pino.destination({ dest: '/dev/null', sync: false }));
-    const pool = createPool(config.database, { role: 'bench', max: 10, logger });
+    const pool = createPool(config.database, { role: 'bench', max: 10, logger, waitMs: config.DB_POOL_WAIT_MS, statementTimeoutMs: config.JOB_STATEMENT_TIMEOUT_MS });
     const noop = defineJob<never>({ describePeriod: () => 'nothing', run: async () => ({}) });
     const job = JOBS.find((j) => j.name === 'data-cleanup')!;
     const shutdown = new AbortController();

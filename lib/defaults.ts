@@ -37,6 +37,8 @@ export const SERVICE_DEFAULTS = {
   desiredCount: 2,
   minCapacity: 2,
   maxCapacity: 6,
+  /** Deployments start the new tasks before stopping the old: up to twice maxCapacity at once (lib/pool-budget.ts counts them). */
+  maxHealthyPercent: 200,
   /** Fargate CPU units and memory (MiB) per API task. */
   cpu: 512,
   memoryMiB: 1024,
@@ -50,8 +52,8 @@ export const SERVICE_DEFAULTS = {
   targetCpuPercent: 60,
   /** Target tracking: ALB requests per task per minute. */
   requestsPerTarget: 1_000,
-  /** The readiness endpoint: 200 when the database answers and the task is not draining. */
-  healthCheckPath: '/readyz',
+  /** The liveness endpoint: 503 only for what replacing the task fixes (draining, event loop stalled, pool broken), never for a slow database. */
+  healthCheckPath: '/livez',
   healthCheckIntervalSeconds: 10,
   healthCheckTimeoutSeconds: 5,
   healthyThresholdCount: 2,

@@ -22,3 +22,17 @@ export const JOB_METRICS = {
   /** 1 when a run fails for good, after its retries. */
   failed: 'Failed',
 } as const;
+
+/** The dimension of the server's worker metrics: the worker's name. */
+export const WORKER_DIMENSION = 'Worker';
+
+/** The server's background workers, by the name their lock, logs and metrics carry. */
+export const USAGE_SUMMARY_WORKER = 'usage-summary';
+
+/** Metrics the API server writes (same namespace); the service alarms read them. */
+export const SERVICE_METRICS = {
+  /** 1 each period a replica sees a worker stalled: no batch completed here and no live leader elsewhere for WORKER_STALL_PERIODS periods. */
+  workerStalled: 'WorkerStalled',
+  /** 1 each probe (every 10 s, app/health.ts) that found the database unreachable or slower than the probe's limit, else 0. */
+  databaseUnavailable: 'DatabaseUnavailable',
+} as const;

@@ -60,6 +60,8 @@ export interface ScheduledJobsProps {
   readonly executionLogRemovalPolicy?: RemovalPolicy;
   /** The current time, for validating schedules. @default - now */
   readonly now?: Date;
+  /** DB_POOL_MAX of each job task, from the connection budget (lib/pool-budget.ts). @default - the container's default */
+  readonly dbPoolMax?: number;
 }
 
 /** One enabled job's resources. */
@@ -270,6 +272,7 @@ export class ScheduledJobs extends Construct {
       command: [...CONTAINER.command, job.name],
       environment: {
         ALERT_TOPIC_ARN: props.alertTopic.topicArn,
+        ...(props.dbPoolMax === undefined ? {} : { DB_POOL_MAX: String(props.dbPoolMax) }),
         ...(job.usesExportBucket && props.exportBucket
           ? { EXPORT_BUCKET: props.exportBucket.bucketName, EXPORT_DIR: CONTAINER.exportDir }
           : {}),

@@ -10,7 +10,8 @@ import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { AlertTarget } from './alerts.js';
-import { SERVICE_DEFAULTS } from './defaults.js';
+import { OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS } from './defaults.js';
+import { SERVICE_METRICS, USAGE_SUMMARY_WORKER, WORKER_DIMENSION } from './metrics.js';
 import type { WebService } from './web-service.js';
 
 export interface ServiceMonitoringProps {
@@ -20,6 +21,8 @@ export interface ServiceMonitoringProps {
   readonly topic: sns.ITopic;
   /** Prefix of the alarm names. @default - the stack name */
   readonly namePrefix?: string;
+  /** Where the server writes its EMF metrics (METRICS_NAMESPACE). @default 'EcsSaasBackend/Jobs' */
+  readonly metricsNamespace?: string;
 }
 
 /** The runbook's sections for these alarms. */
@@ -27,6 +30,8 @@ export const SERVICE_RUNBOOK = {
   noHealthyTargets: 'docs/operations.md#api-no-healthy-targets',
   serverErrors: 'docs/operations.md#api-5xx',
   deploymentFailed: 'docs/operations.md#api-deployment-failed',
+  workerStalled: 'docs/operations.md#worker-stalled',
+  databaseUnavailable: 'docs/operations.md#database-unavailable',
 } as const;
 
 export class ServiceMonitoring extends Construct {
@@ -34,6 +39,10 @@ export class ServiceMonitoring extends Construct {
   public readonly noHealthyTargets: cloudwatch.Alarm;
   /** The load balancer and the tasks answered too many 5xx. */
   public readonly serverErrors: cloudwatch.Alarm;
+  /** A background worker made no progress on some replica for WORKER_STALL_PERIODS periods. */
+  public readonly workerStalled: cloudwatch.Alarm;
+  /** The API's database probe failed for several minutes: the database, not the tasks, is down. */
+  public readonly databaseUnavailable: cloudwatch.Alarm;
   /** Sends the reason to the topic when a deployment fails and the circuit breaker rolls it back. */
   public readonly deploymentFailedRule: events.Rule;
 
@@ -73,8 +82,30 @@ export class ServiceMonitoring extends Construct {
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
 
+    const namespace = props.metricsNamespace ?? OBSERVABILITY_DEFAULTS.metricsNamespace;
+    this.workerStalled = new cloudwatch.Alarm(this, 'WorkerStalled', {
+      alarmName: `${prefix}-api-worker-stalled`,
+      alarmDescription: `A background worker (usage-summary) has completed no batch, and no replica leads it, for several periods. Runbook: ${SERVICE_RUNBOOK.workerStalled}`,
+      metric: new cloudwatch.Metric({ namespace, metricName: SERVICE_METRICS.workerStalled, dimensionsMap: { [WORKER_DIMENSION]: USAGE_SUMMARY_WORKER }, statistic: cloudwatch.Stats.MAXIMUM, period: minute }),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      // Written only while stalled.
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    this.databaseUnavailable = new cloudwatch.Alarm(this, 'DatabaseUnavailable', {
+      alarmName: `${prefix}-database-unavailable`,
+      alarmDescription: `The API tasks cannot reach the database (probe every 10 s). The tasks stay in the load balancer: replacing them would not help. Runbook: ${SERVICE_RUNBOOK.databaseUnavailable}`,
+      metric: new cloudwatch.Metric({ namespace, metricName: SERVICE_METRICS.databaseUnavailable, statistic: cloudwatch.Stats.MINIMUM, period: minute }),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      // Every probe of every task failed for this many minutes: not one slow answer.
+      evaluationPeriods: SERVICE_DEFAULTS.noHealthyTargetsMinutes,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+
     const action = new actions.SnsAction(props.topic);
-    for (const alarm of [this.noHealthyTargets, this.serverErrors]) alarm.addAlarmAction(action);
+    for (const alarm of [this.noHealthyTargets, this.serverErrors, this.workerStalled, this.databaseUnavailable]) alarm.addAlarmAction(action);
 
     this.deploymentFailedRule = new events.Rule(this, 'DeploymentFailed', {
       description: 'An API deployment failed and the circuit breaker rolled it back',

@@ -20,6 +20,7 @@ import { Database, validateDatabaseProps, type DatabaseProps } from './database.
 import { DATABASE_DEFAULTS, DEFAULT_STAGE, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, STAGE_DEFAULTS, STAGES, STORAGE_DEFAULTS, type Stage } from './defaults.js';
 import { JobMonitoring } from './job-monitoring.js';
 import { JOBS, type JobDefinition } from './jobs.js';
+import { stackPoolBudget, type PoolBudget } from './pool-budget.js';
 import { ScheduledJobs, validateScheduledJobs } from './scheduled-jobs.js';
 import { ServiceMonitoring } from './service-monitoring.js';
 import { onlyServicesGetGrants } from './guard.js';
@@ -66,6 +67,8 @@ export interface BackendStackProps extends StackProps {
   readonly image?: ecs.ContainerImage;
   /** The current time, for validating the schedules. @default - now */
   readonly now?: Date;
+  /** The database's max_connections, for the pool budget. @default - that of the new instance's class (80 for t4g.micro) */
+  readonly databaseMaxConnections?: number;
 }
 
 /** `props` with the stage's defaults (STAGE_DEFAULTS) in every setting left unset. */
@@ -114,6 +117,9 @@ export function validateBackendStackProps(id: string, props: BackendStackProps):
     problems.add(`metricsNamespace must be 1 to 255 letters, digits or . - _ / # : and not start with AWS/, got ${JSON.stringify(props.metricsNamespace)}`);
   }
   problems.whole('exportRetentionDays', props.exportRetentionDays, 1);
+  problems.whole('databaseMaxConnections', props.databaseMaxConnections, 1);
+  const budget = poolBudgetOf(props);
+  if (budget.problem) problems.add(budget.problem);
   problems.list.push(...validateScheduledJobs(jobs, {
     namePrefix: props.stackName ?? id,
     hasExportBucket: jobs.some((j) => j.usesExportBucket),
@@ -205,6 +211,7 @@ export class BackendStack extends Stack {
       ? addExportBucket(this, 'ExportBucket', { accessLogs: this.logBucket, retentionDays: props.exportRetentionDays ?? STORAGE_DEFAULTS.exportRetentionDays })
       : undefined;
 
+    const budget = poolBudgetOf(props);
     const runtime: AppRuntime = {
       image: props.image ?? ecs.ContainerImage.fromAsset(REPO_ROOT, { platform: Platform.LINUX_ARM64 }),
       logGroup: this.logGroup,
@@ -223,6 +230,7 @@ export class BackendStack extends Stack {
       runtime,
       accessLogBucket: this.logBucket,
       ...props.service,
+      dbPoolMax: budget.apiPoolMax,
     });
     this.firewall = props.waf ? new ApiFirewall(this, 'Firewall', { loadBalancer: this.webService.loadBalancer, ...props.waf }) : undefined;
     this.scheduledJobs = new ScheduledJobs(this, 'Jobs', {
@@ -236,6 +244,7 @@ export class BackendStack extends Stack {
       executionLogKey: this.logKey,
       executionLogRemovalPolicy: removalPolicy,
       now,
+      dbPoolMax: budget.jobPoolMax,
     });
     this.jobMonitoring = new JobMonitoring(this, 'JobMonitoring', {
       jobs: this.scheduledJobs,
@@ -249,6 +258,7 @@ export class BackendStack extends Stack {
       webService: this.webService,
       topic: this.alerts.topic,
       namePrefix: this.stackName,
+      metricsNamespace,
     });
 
     this.database.allowFrom(this.webService.securityGroup, 'API tasks');
@@ -271,4 +281,14 @@ export class BackendStack extends Stack {
     new CfnOutput(this, 'AlertTopic', { value: this.alerts.topic.topicArn });
     new CfnOutput(this, 'DatabaseSecret', { value: this.database.secret.secretArn });
   }
+}
+
+/** The connection budget of the stack's database, API and jobs (lib/pool-budget.ts). */
+function poolBudgetOf(props: BackendStackProps): PoolBudget {
+  return stackPoolBudget({
+    databaseMaxConnections: props.databaseMaxConnections,
+    instanceType: props.database?.instanceType,
+    maxCapacity: props.service?.maxCapacity,
+    jobs: props.jobs ?? JOBS,
+  });
 }

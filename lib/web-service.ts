@@ -50,6 +50,8 @@ export interface WebServiceProps {
   readonly accessLogBucket?: s3.IBucket;
   /** The load balancer refuses deletion. @default true */
   readonly deletionProtection?: boolean;
+  /** DB_POOL_MAX of each task, from the connection budget (lib/pool-budget.ts). @default - the container's default */
+  readonly dbPoolMax?: number;
 }
 
 /** Every problem with `props`, each showing the bad value. Empty when they are valid. */
@@ -91,7 +93,7 @@ export class WebService extends Construct {
   public readonly listener: elbv2.ApplicationListener;
   /** The operator's API key, generated here and injected as the ADMIN_API_KEY secret. */
   public readonly adminApiKey: secretsmanager.Secret;
-  /** The service's target group (health check on /readyz). */
+  /** The service's target group (health check on /livez). */
   public readonly targetGroup: elbv2.ApplicationTargetGroup;
   public readonly service: ecs.FargateService;
   public readonly taskDefinition: ecs.FargateTaskDefinition;
@@ -130,6 +132,7 @@ export class WebService extends Construct {
       environment: {
         PORT: String(CONTAINER.port),
         KEEP_ALIVE_TIMEOUT_MS: String(keepAliveTimeoutMs(idleTimeout.toSeconds())),
+        ...(props.dbPoolMax === undefined ? {} : { DB_POOL_MAX: String(props.dbPoolMax) }),
       },
       secrets: { ADMIN_API_KEY: ecs.Secret.fromSecretsManager(this.adminApiKey) },
     });
@@ -147,7 +150,7 @@ export class WebService extends Construct {
       taskDefinition: this.taskDefinition,
       desiredCount: props.desiredCount ?? SERVICE_DEFAULTS.desiredCount,
       minHealthyPercent: 100,
-      maxHealthyPercent: 200,
+      maxHealthyPercent: SERVICE_DEFAULTS.maxHealthyPercent,
       circuitBreaker: { enable: true, rollback: true },
       healthCheckGracePeriod: Duration.seconds(SERVICE_DEFAULTS.healthCheckGracePeriodSeconds),
       vpcSubnets: { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS },

@@ -26,7 +26,7 @@ let base: string;
 beforeAll(async () => {
   db = await createTestDatabase();
   const config = loadConfig({ DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY, ENABLE_DEBUG_ROUTES: 'true' });
-  pool = createPool(config.database, { role: 'test-api', max: 5, logger: createLogger('silent') });
+  pool = createPool(config.database, { role: 'test-api', max: 5, logger: createLogger('silent'), waitMs: config.DB_POOL_WAIT_MS, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS });
   server = new DrainableServer(createApi({ pool, logger: createLogger('silent'), config, isDraining: () => false }), config);
   base = `http://127.0.0.1:${(await server.listen(0) as AddressInfo).port}`;
 });

@@ -29,7 +29,7 @@ async function serve(env: Record<string, string>, poolOverride?: Pool): Promise<
 beforeAll(async () => {
   db = await createTestDatabase();
   const config = loadConfig({ DATABASE_URL: db.url });
-  pool = createPool(config.database, { role: 'test-api', max: 5, logger: createLogger('silent') });
+  pool = createPool(config.database, { role: 'test-api', max: 5, logger: createLogger('silent'), waitMs: config.DB_POOL_WAIT_MS, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS });
   ({ server, base } = await serve({ BODY_LIMIT_BYTES: '1024' }));
 });
 afterAll(async () => {
@@ -66,7 +66,7 @@ describe('health', () => {
   });
 
   it('answers readiness 503 and liveness 200 when the database is unreachable', async () => {
-    const deadPool = createPool({ connectionString: 'postgres://x:y@127.0.0.1:1/none', ssl: false }, { role: 'test-dead', max: 1, logger: createLogger('silent') });
+    const deadPool = createPool({ connectionString: 'postgres://x:y@127.0.0.1:1/none', ssl: false }, { role: 'test-dead', max: 1, logger: createLogger('silent'), waitMs: 2_000, statementTimeoutMs: 0 });
     const dead = await serve({}, deadPool);
     try {
       const ready = await fetch(`${dead.base}/readyz`);

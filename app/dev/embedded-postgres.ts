@@ -168,7 +168,7 @@ function copyPackages(nodeModules: string, binaries: string, dest: string): void
   }
 }
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.once('error', reject);

@@ -85,15 +85,38 @@ export function parseJobArgs(job: string, args: readonly string[], env: NodeJS.P
   return { scheduledTime: now, scheduledTimeSource: 'now', force };
 }
 
+/**
+ * Refuses a scheduled time later than now plus the clock-skew allowance, --force or not. An
+ * early run bills or cleans up a period that has not ended: the usage after it is never
+ * billed (the real delivery then finds the run key done), or data younger than its retention
+ * is deleted. A past time is fine: that is how a missed period is run.
+ */
+export function refuseFutureTime({ scheduledTime, scheduledTimeSource }: JobArgs, skewMs: number, now: Date = new Date()): void {
+  const latest = now.getTime() + skewMs;
+  if (scheduledTime.getTime() > latest) {
+    throw new UsageError(
+      `${scheduledTimeSource} ${scheduledTime.toISOString()} is in the future: it is later than now (${now.toISOString()}) plus the clock-skew allowance of ${skewMs} ms (SCHEDULED_TIME_SKEW_MS), so its period has not ended. A job runs for a time that has come; --force does not change that.`,
+    );
+  }
+}
+
 export async function runJobCommand(name: string, args: string[], config: Config): Promise<void> {
   const job = findJob(name);
   if (!job) throw new UsageError(`Unknown job "${name}".`, 'UNKNOWN_JOB');
-  const { scheduledTime, scheduledTimeSource, force } = parseJobArgs(name, args);
+  const jobArgs = parseJobArgs(name, args);
+  refuseFutureTime(jobArgs, config.SCHEDULED_TIME_SKEW_MS);
+  const { scheduledTime, scheduledTimeSource, force } = jobArgs;
 
   const logger = createLogger(config.LOG_LEVEL, { mode: 'job', job: name });
   const shutdown = new ShutdownCoordinator({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS, logger }).install();
   // The two lock connections come on top: with DB_POOL_MAX=2 they would leave the handler none.
-  const pool = createPool(config.database, { role: `job:${name}`, max: config.DB_POOL_MAX + LOCK_CONNECTIONS, logger });
+  const pool = createPool(config.database, {
+    role: `job:${name}`,
+    max: config.DB_POOL_MAX + LOCK_CONNECTIONS,
+    logger,
+    waitMs: config.DB_POOL_WAIT_MS,
+    statementTimeoutMs: config.JOB_STATEMENT_TIMEOUT_MS,
+  });
   const runner = new JobRunner({
     job,
     handler: HANDLERS[name as JobName],

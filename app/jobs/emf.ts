@@ -22,24 +22,29 @@ const UNITS: Record<JobMetric, 'Count' | 'Milliseconds'> = {
   failed: 'Count',
 };
 
-/** The EMF document for one set of values of one job. */
-export function emfDocument(namespace: string, job: string, values: Partial<Record<JobMetric, number>>, timestamp = Date.now()): Record<string, unknown> {
-  const entries = (Object.entries(values) as [JobMetric, number][]).filter(([, v]) => Number.isFinite(v));
+/** An EMF document: `values` (name → value and unit) under one set of dimensions. */
+export function emf(
+  namespace: string,
+  dimensions: Record<string, string>,
+  values: Record<string, { value: number; unit: 'Count' | 'Milliseconds' }>,
+  timestamp = Date.now(),
+): Record<string, unknown> {
+  const entries = Object.entries(values).filter(([, v]) => Number.isFinite(v.value));
   const doc: Record<string, unknown> = {
     _aws: {
       Timestamp: timestamp,
-      CloudWatchMetrics: [
-        {
-          Namespace: namespace,
-          Dimensions: [[JOB_DIMENSION]],
-          Metrics: entries.map(([metric]) => ({ Name: JOB_METRICS[metric], Unit: UNITS[metric] })),
-        },
-      ],
+      CloudWatchMetrics: [{ Namespace: namespace, Dimensions: [Object.keys(dimensions)], Metrics: entries.map(([name, v]) => ({ Name: name, Unit: v.unit })) }],
     },
-    [JOB_DIMENSION]: job,
+    ...dimensions,
   };
-  for (const [metric, value] of entries) doc[JOB_METRICS[metric]] = value;
+  for (const [name, v] of entries) doc[name] = v.value;
   return doc;
+}
+
+/** The EMF document for one set of values of one job. */
+export function emfDocument(namespace: string, job: string, values: Partial<Record<JobMetric, number>>, timestamp = Date.now()): Record<string, unknown> {
+  const named = Object.fromEntries((Object.entries(values) as [JobMetric, number][]).map(([m, value]) => [JOB_METRICS[m], { value, unit: UNITS[m] }]));
+  return emf(namespace, { [JOB_DIMENSION]: job }, named, timestamp);
 }
 
 export class JobMetrics {

@@ -163,7 +163,7 @@ async function medianRunLengths(env: NodeJS.ProcessEnv): Promise<{ lengths: Map<
   if (!env.DATABASE_URL && !env.DB_HOST) return { lengths: new Map(), note: 'no DATABASE_URL: run lengths are the assumption' };
   const config = loadConfig(env);
   const logger = createLogger('silent');
-  const pool = createPool(config.database, { role: 'jobs', max: 1, logger });
+  const pool = createPool(config.database, { role: 'jobs', max: 1, logger, waitMs: config.DB_POOL_WAIT_MS, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS });
   try {
     const { rows } = await pool.query<{ job: string; median_s: number; n: number }>(
       `SELECT job, percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at))::float8 AS median_s, count(*)::int AS n

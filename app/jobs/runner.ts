@@ -7,18 +7,25 @@
  *   2. A succeeded attempt of this run key means "already done" (exit 0), unless --force.
  *   3. `job:<job>` advisory lock: held elsewhere means a run of another scheduled time is
  *      still going; the table's overlap policy skips (exit 0) or waits for it.
- *   4. `running` rows of the job whose heartbeat is older than 3 intervals (their locks are
- *      free: we hold both) are marked `abandoned`. A fresher one is waited for until it goes
- *      stale, or is treated as running when its heartbeat moves.
+ *   4. `running` rows of the job (their locks are free: we hold both) whose lock session
+ *      (`lock_pid`) is gone, or whose heartbeat is older than 3 intervals, are marked
+ *      `abandoned` at once. A row whose session still exists is waited for until its
+ *      heartbeat goes stale, or treated as running when its heartbeat moves.
  *   5. Attempts, each a `job_runs` row, resumed from the last checkpoint of the run key;
  *      a failed attempt is retried in-process with exponential backoff and jitter.
  * Both locks live on dedicated connections (app/lock.ts); the run's row is written on the
  * run lock's connection, so the heartbeat also proves the lock is still held.
+ *
+ * A lost database connection (a restart, a terminated backend, a reset: app/db.ts
+ * isConnectionError) fails the attempt as retryable. The runner then drops its locks'
+ * connections, reconnects with the fast JOB_RECONNECT_BACKOFF_MS backoff, takes both locks
+ * again and goes through steps 1-5, so it resumes from the last checkpoint; the failed
+ * attempt counts against the job's retries.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { JobDefinition } from '../../lib/jobs.js';
 import type { Config, JobFaults } from '../config.js';
-import type { Pool, PoolClient } from '../db.js';
+import { isConnectionError, type Pool, type PoolClient } from '../db.js';
 import { EXIT } from '../errors.js';
 import { AdvisoryLock } from '../lock.js';
 import type { Logger } from '../logger.js';
@@ -36,6 +43,11 @@ export const LOCK_CONNECTIONS = 2;
 export const STALE_AFTER_HEARTBEATS = 3;
 /** The longest backoff between two attempts. */
 export const MAX_BACKOFF_MS = 60_000;
+/**
+ * Tries to reconnect after a lost connection, each JOB_RECONNECT_BACKOFF_MS·2^(n-1) later:
+ * with the 250 ms default, about a minute in all, enough for a Multi-AZ failover.
+ */
+export const RECONNECT_TRIES = 8;
 /**
  * After SIGTERM or the timeout, the handler has this share of SHUTDOWN_TIMEOUT_MS to finish
  * its batch; the rest records the run, releases the locks and closes the pool.
@@ -100,7 +112,10 @@ export interface RunnerOptions {
 type Attempt =
   | { kind: 'succeeded'; summary: Record<string, unknown> }
   | { kind: 'stopped'; stop: Stop }
-  | { kind: 'error'; error: string };
+  | { kind: 'error'; error: string; disconnected: boolean };
+
+/** A session's way of saying: the connection was lost; reconnect, take the locks again and go on. */
+const RECONNECT = Symbol('reconnect');
 
 interface RunningRow {
   id: string;
@@ -109,6 +124,9 @@ interface RunningRow {
   heartbeat_ms: string;
   age_ms: number;
   abandoned: boolean;
+  /** Why it was abandoned: its lock session is gone, or its heartbeat is stale. */
+  session_gone: boolean;
+  lock_pid: number | null;
 }
 
 export class JobRunner {
@@ -122,7 +140,8 @@ export class JobRunner {
   /** Aborts on shutdown or timeout: the whole run stops. */
   private readonly stop: AbortSignal;
   private readonly location: Promise<RunLocation>;
-  private readonly locks: AdvisoryLock[] = [];
+  /** The current session's locks: the run lock first, then the job lock. */
+  private locks: AdvisoryLock[] = [];
   private readonly period: string;
   private startedAt = 0;
   private runId: string | undefined;
@@ -163,7 +182,7 @@ export class JobRunner {
       this.timeoutMs,
     );
     try {
-      return await this.runKey();
+      return await this.reconnecting();
     } catch (err) {
       // The runner itself failed (the database is unreachable, say): nobody else will tell.
       const error =
@@ -179,7 +198,45 @@ export class JobRunner {
     }
   }
 
-  private async runKey(): Promise<RunOutcome> {
+  /** Runs sessions (locks, checks, attempts) until one ends the run, reconnecting after a lost connection. */
+  private async reconnecting(): Promise<RunOutcome> {
+    let tries = 0;
+    let lastError = '';
+    for (;;) {
+      try {
+        const outcome = await this.runKey();
+        if (outcome !== RECONNECT) return outcome;
+        tries = 0;
+      } catch (err) {
+        if (!isConnectionError(err) || this.stop.aborted) throw err;
+        lastError = errorText(err);
+        this.log.warn({ err: lastError, reconnectTry: tries }, `the database connection failed (${lastError})`);
+      } finally {
+        // A lock whose connection died is gone; the live ones are released to be taken again.
+        await Promise.all(this.locks.map((lock) => lock.release()));
+        this.locks = [];
+      }
+      tries += 1;
+      if (tries > RECONNECT_TRIES) {
+        throw new Error(`the database stayed unreachable through ${RECONNECT_TRIES} reconnection tries: ${lastError}`);
+      }
+      const delay = backoffMs(this.o.config.JOB_RECONNECT_BACKOFF_MS, tries);
+      this.phase = 'reconnecting';
+      this.log.warn({ reconnectTry: tries, of: RECONNECT_TRIES, inMs: delay }, `reconnecting to the database in ${delay} ms (try ${tries} of ${RECONNECT_TRIES}); the run then takes its locks again and resumes from its checkpoint`);
+      try {
+        await sleep(delay, undefined, { signal: this.stop });
+      } catch {
+        const stop = stopOf(this.stop);
+        if (stop.reason === 'shutdown') {
+          this.log.warn({ outcome: 'interrupted' }, `${this.job.name} interrupted while reconnecting (${stop.message}); rerun the same scheduled time to resume from its checkpoint`);
+          return { kind: 'interrupted', runId: this.runId };
+        }
+        return this.finalFailure(stop.reason, `${stop.message} while reconnecting to the database`);
+      }
+    }
+  }
+
+  private async runKey(): Promise<RunOutcome | typeof RECONNECT> {
     this.phase = 'taking the run lock';
     const runLock = this.lock(`run:${this.job.name}@${this.iso}`);
     if (!(await runLock.tryAcquire())) {
@@ -258,29 +315,37 @@ export class JobRunner {
     const staleMs = STALE_AFTER_HEARTBEATS * this.o.config.HEARTBEAT_INTERVAL_MS;
     const firstSeen = new Map<string, string>();
     for (;;) {
+      // The lock session is gone when no backend has its pid. A reused pid only looks alive:
+      // the row then goes stale by its heartbeat, the safe side.
       const { rows } = await db.query<RunningRow>(
         `WITH stale AS (
-           UPDATE job_runs
+           UPDATE job_runs r
            SET status = 'abandoned', finished_at = now(),
-               error = format('abandoned: no heartbeat since %s (over %s ms) and its lock was free', heartbeat_at, $2::int)
-           WHERE job = $1 AND status = 'running' AND heartbeat_at < now() - make_interval(secs => $2::int / 1000.0)
-           RETURNING id, scheduled_time, attempt, heartbeat_at
+               error = CASE WHEN gone.yes
+                 THEN format('abandoned: its lock session (backend pid %s) is gone and its lock was free', r.lock_pid)
+                 ELSE format('abandoned: no heartbeat since %s (over %s ms) and its lock was free', r.heartbeat_at, $2::int) END
+           FROM job_runs o
+           CROSS JOIN LATERAL (SELECT o.lock_pid IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = o.lock_pid) AS yes) gone
+           WHERE r.id = o.id AND o.job = $1 AND o.status = 'running'
+             AND (gone.yes OR o.heartbeat_at < now() - make_interval(secs => $2::int / 1000.0))
+           RETURNING r.id, r.scheduled_time, r.attempt, o.heartbeat_at, o.lock_pid, gone.yes AS session_gone
          )
          SELECT id::text, scheduled_time, attempt, (extract(epoch FROM heartbeat_at) * 1000)::text AS heartbeat_ms,
-                (extract(epoch FROM now() - heartbeat_at) * 1000)::float8 AS age_ms, true AS abandoned
+                (extract(epoch FROM now() - heartbeat_at) * 1000)::float8 AS age_ms, true AS abandoned, session_gone, lock_pid
          FROM stale
          UNION ALL
          SELECT id::text, scheduled_time, attempt, (extract(epoch FROM heartbeat_at) * 1000)::text,
-                (extract(epoch FROM now() - heartbeat_at) * 1000)::float8, false
+                (extract(epoch FROM now() - heartbeat_at) * 1000)::float8, false, false, lock_pid
          FROM job_runs
          WHERE job = $1 AND status = 'running' AND id NOT IN (SELECT id FROM stale)`,
         [this.job.name, staleMs],
       );
       for (const r of rows.filter((row) => row.abandoned)) {
         const same = r.scheduled_time.getTime() === this.o.scheduledTime.getTime();
+        const why = r.session_gone ? `its lock session (backend pid ${r.lock_pid}) is gone` : `no heartbeat for ${Math.round(r.age_ms)} ms`;
         this.log.warn(
-          { abandonedRunId: r.id, abandonedScheduledTime: r.scheduled_time.toISOString(), heartbeatAgeMs: Math.round(r.age_ms) },
-          `run #${r.id} (${r.scheduled_time.toISOString()}, attempt ${r.attempt}) is abandoned: no heartbeat for ${Math.round(r.age_ms)} ms and its lock is free; ${
+          { abandonedRunId: r.id, abandonedScheduledTime: r.scheduled_time.toISOString(), heartbeatAgeMs: Math.round(r.age_ms), sessionGone: r.session_gone, lockPid: r.lock_pid },
+          `run #${r.id} (${r.scheduled_time.toISOString()}, attempt ${r.attempt}) is abandoned: ${why} and its lock is free; ${
             same ? 'this run resumes from its checkpoint' : `rerun ${this.job.name} --scheduled-time ${r.scheduled_time.toISOString()} to finish it`
           }`,
         );
@@ -314,7 +379,7 @@ export class JobRunner {
     }
   }
 
-  private async attempts(db: PoolClient): Promise<RunOutcome> {
+  private async attempts(db: PoolClient): Promise<RunOutcome | typeof RECONNECT> {
     const { rows } = await db.query<{ attempt: number; status: string; checkpoint: unknown }>(
       `SELECT attempt, status, checkpoint FROM job_runs WHERE job = $1 AND scheduled_time = $2 ORDER BY attempt DESC LIMIT 1`,
       [this.job.name, this.iso],
@@ -327,12 +392,13 @@ export class JobRunner {
     }
     const maxAttempts = this.job.retries + 1;
     const ranOn = (await this.location).ranOn;
-    for (let i = 1; ; i++) {
+    // Attempts are counted across reconnections: a lost connection spends one of the retries.
+    for (let i = this.attemptsMade + 1; ; i++) {
       attemptNo += 1;
       this.attemptsMade = i;
       const inserted = await db.query<{ id: string }>(
-        `INSERT INTO job_runs (job, scheduled_time, status, attempt, checkpoint, ran_on) VALUES ($1, $2, 'running', $3, $4, $5) RETURNING id::text`,
-        [this.job.name, this.iso, attemptNo, checkpoint === undefined ? null : JSON.stringify(checkpoint), ranOn],
+        `INSERT INTO job_runs (job, scheduled_time, status, attempt, checkpoint, ran_on, lock_pid) VALUES ($1, $2, 'running', $3, $4, $5, $6) RETURNING id::text`,
+        [this.job.name, this.iso, attemptNo, checkpoint === undefined ? null : JSON.stringify(checkpoint), ranOn, this.locks[0]!.pid],
       );
       const runId = inserted.rows[0]!.id;
       this.runId = runId;
@@ -371,6 +437,13 @@ export class JobRunner {
       if (i >= maxAttempts) {
         log.error({ outcome: 'failed', err: result.error }, `${this.job.name} attempt ${attemptNo} failed: ${result.error}; no retries left`);
         return this.finalFailure('error', result.error);
+      }
+      if (result.disconnected) {
+        log.warn(
+          { err: result.error, checkpoint },
+          `${this.job.name} attempt ${attemptNo} lost its database connection: ${result.error}; reconnecting (${maxAttempts - i} retr${maxAttempts - i === 1 ? 'y' : 'ies'} left)`,
+        );
+        return RECONNECT;
       }
       const delay = backoffMs(this.o.config.JOB_RETRY_BACKOFF_MS, i);
       log.warn({ err: result.error, retryInMs: delay }, `${this.job.name} attempt ${attemptNo} failed: ${result.error}; retrying in ${delay} ms (${maxAttempts - i} retr${maxAttempts - i === 1 ? 'y' : 'ies'} left)`);
@@ -456,10 +529,14 @@ export class JobRunner {
       const summary = await this.untilStopped(this.o.handler.run(ctx), signal);
       return { kind: 'succeeded', summary };
     } catch (err) {
-      if (signal.aborted) return { kind: 'stopped', stop: stopOf(signal) };
-      // A checkpoint failed because the run lock's connection broke: without the lock no retry may run.
-      if (!(await this.locks[0]!.verify())) return { kind: 'stopped', stop: new Stop('lock-lost', `lost the run's lock: ${errorText(err)}`) };
-      return { kind: 'error', error: errorText(err) };
+      if (this.stop.aborted) return { kind: 'stopped', stop: stopOf(this.stop) };
+      // The heartbeat found the lock's connection gone, or a statement failed on a lost connection:
+      // no retry may run without the lock, so the runner reconnects and takes it again.
+      if (lost.signal.aborted) return { kind: 'error', error: stopOf(lost.signal).message, disconnected: true };
+      if (isConnectionError(err) || !(await this.locks[0]!.verify())) {
+        return { kind: 'error', error: `lost the database connection: ${errorText(err)}`, disconnected: true };
+      }
+      return { kind: 'error', error: errorText(err), disconnected: false };
     } finally {
       open = false;
       clearInterval(heartbeat);

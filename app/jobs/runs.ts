@@ -50,7 +50,7 @@ const time = (d: Date) => d.toISOString().replace('T', ' ').slice(0, 19);
 
 export async function runRunsCommand(args: readonly string[], config: Config): Promise<void> {
   const { job, limit, json } = parseRunsArgs(args);
-  const pool = createPool(config.database, { role: 'runs', max: 1, logger: createLogger('silent') });
+  const pool = createPool(config.database, { role: 'runs', max: 1, logger: createLogger('silent'), waitMs: config.DB_POOL_WAIT_MS, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS });
   try {
     const { rows } = await pool.query<RunRow>(
       `SELECT id::text, job, scheduled_time, status, attempt, started_at, finished_at,

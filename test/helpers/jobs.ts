@@ -2,6 +2,9 @@
 import { expect } from 'vitest';
 import { seedDemoData } from '../../app/seed.js';
 import { eventually, type TestDatabase } from './db.js';
+
+/** What these helpers need of a database: the run's per-test one, or a test's own cluster (own-postgres.ts). */
+export type Database = Pick<TestDatabase, 'url' | 'withClient' | 'query'>;
 import { run, start, type LogLine, type Proc } from './process.js';
 
 /** The seed's "today": usage on 2025-03-08, -09 and -10, accounts since 2025-03-07. */
@@ -11,7 +14,7 @@ export const NIGHTLY_TIME = '2025-03-10T00:15:00.000Z';
 export const NIGHTLY_DAY = '2025-03-09';
 
 /** Short heartbeats and shutdown deadlines, fast retries; NODE_ENV=test allows JOB_FAULT_INJECTION. */
-export function jobEnv(db: TestDatabase, extra: Record<string, string | undefined> = {}): Record<string, string | undefined> {
+export function jobEnv(db: Database, extra: Record<string, string | undefined> = {}): Record<string, string | undefined> {
   return {
     DATABASE_URL: db.url,
     NODE_ENV: 'test',
@@ -22,15 +25,15 @@ export function jobEnv(db: TestDatabase, extra: Record<string, string | undefine
   };
 }
 
-export async function seed(db: TestDatabase, accounts: number, days = 2): Promise<void> {
+export async function seed(db: Database, accounts: number, days = 2): Promise<void> {
   await db.withClient((c) => seedDemoData(c, { accounts, days, now: SEED_NOW }));
 }
 
-export function runJob(db: TestDatabase, args: string[], env: Record<string, string | undefined> = {}) {
+export function runJob(db: Database, args: string[], env: Record<string, string | undefined> = {}) {
   return run(args, jobEnv(db, env));
 }
 
-export function startJob(db: TestDatabase, args: string[], env: Record<string, string | undefined> = {}): Proc {
+export function startJob(db: Database, args: string[], env: Record<string, string | undefined> = {}): Proc {
   return start(args, jobEnv(db, env));
 }
 
@@ -47,7 +50,7 @@ export interface InvoiceCounts {
   readonly activeAccounts: number;
 }
 
-export async function invoiceCounts(db: TestDatabase, day = NIGHTLY_DAY): Promise<InvoiceCounts> {
+export async function invoiceCounts(db: Database, day = NIGHTLY_DAY): Promise<InvoiceCounts> {
   const [row] = await db.query<{ invoices: number; accounts_invoiced: number; active: number }>(
     `SELECT (SELECT count(*)::int FROM invoices WHERE period_start = $1) AS invoices,
             (SELECT count(DISTINCT account_id)::int FROM invoices WHERE period_start = $1) AS accounts_invoiced,
@@ -57,7 +60,7 @@ export async function invoiceCounts(db: TestDatabase, day = NIGHTLY_DAY): Promis
   return { invoices: row!.invoices, accountsInvoiced: row!.accounts_invoiced, activeAccounts: row!.active };
 }
 
-export async function expectOneInvoicePerActiveAccount(db: TestDatabase, day = NIGHTLY_DAY): Promise<void> {
+export async function expectOneInvoicePerActiveAccount(db: Database, day = NIGHTLY_DAY): Promise<void> {
   const c = await invoiceCounts(db, day);
   expect(c.activeAccounts).toBeGreaterThan(0);
   expect(c).toEqual({ invoices: c.activeAccounts, accountsInvoiced: c.activeAccounts, activeAccounts: c.activeAccounts });
@@ -76,12 +79,14 @@ export interface RunRow {
   ran_on: string;
   started_at: Date;
   finished_at: Date | null;
+  /** The backend pid of the session that held the run lock. */
+  lock_pid: number | null;
 }
 
 /** Every attempt, oldest first (by the bigint id: `ORDER BY id` would sort the text column, "10" before "9"). */
-export function jobRuns(db: TestDatabase, job?: string): Promise<RunRow[]> {
+export function jobRuns(db: Database, job?: string): Promise<RunRow[]> {
   return db.query<RunRow>(
-    `SELECT id::text, job, scheduled_time, status, attempt, processed::text, total::text, checkpoint, error, ran_on, started_at, finished_at
+    `SELECT id::text, job, scheduled_time, status, attempt, processed::text, total::text, checkpoint, error, ran_on, started_at, finished_at, lock_pid
      FROM job_runs WHERE $1::text IS NULL OR job = $1 ORDER BY job_runs.id`,
     [job ?? null],
   );

@@ -58,9 +58,9 @@ describe('web service, default settings', () => {
     expect(Number(delay)).toBeLessThan(300);
   });
 
-  it('health-checks /readyz on the container port', () => {
+  it('health-checks /livez (not the shared database) on the container port', () => {
     s.template.hasResourceProperties('AWS::ElasticLoadBalancingV2::TargetGroup', {
-      HealthCheckPath: '/readyz',
+      HealthCheckPath: '/livez',
       Port: CONTAINER.port,
       Protocol: 'HTTP',
       TargetType: 'ip',

@@ -132,7 +132,7 @@ describe('retries', () => {
 });
 
 describe('the run lock\'s connection dropped mid-run', () => {
-  it('ends the run without a retry (the lock is gone), records `failed` through the pool, alerts once, exits 1; a rerun finishes the day', async () => {
+  it('reconnects, takes its locks again and resumes from the checkpoint: exit 0, no alert, one invoice per active account', async () => {
     await reset();
     const job = startJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], { JOB_BATCH_SIZE: '2', ...snsEnv(sns) });
     await job.waitForLog((l) => typeof l.Processed === 'number' && l.Processed > 0);
@@ -142,19 +142,18 @@ describe('the run lock\'s connection dropped mid-run', () => {
     );
     expect(killed).toEqual([{ ok: true }, { ok: true }]);
     const { code } = await job.exited;
-    expect(code).toBe(1);
-    const [row] = await jobRuns(db);
-    expect(row).toMatchObject({ status: 'failed', attempt: 1, error: expect.stringMatching(/^lost the run's lock: /) });
-    expect(job.logs.some((l) => typeof l.retryInMs === 'number')).toBe(false);
-    expect(row!.checkpoint).not.toBeNull();
-    expect(sns.messages).toHaveLength(1);
-    expect(sns.messages[0]!.message).toContain("Error:          lost the run's lock");
-    await expectNothingLeft(db);
-
-    const rerun = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME]);
-    expect(rerun.code).toBe(0);
-    expect(rerun.logs.find((l) => l.msg.startsWith('resuming from the checkpoint'))?.msg).toBe('resuming from the checkpoint of attempt 1 (failed)');
+    expect(code).toBe(0);
+    const rows = await jobRuns(db);
+    expect(rows).toMatchObject([
+      { status: expect.stringMatching(/^(failed|abandoned)$/), attempt: 1 },
+      { status: 'succeeded', attempt: 2 },
+    ]);
+    expect(rows[0]!.checkpoint).not.toBeNull();
+    expect(msgs(job.logs)).toContainEqual(expect.stringMatching(/^reconnecting to the database in \d+ ms \(try 1 of \d+\)/));
+    expect(job.logs.find((l) => l.msg.startsWith('resuming from the checkpoint'))?.msg).toMatch(/^resuming from the checkpoint of attempt 1 \((failed|abandoned)\)$/);
+    expect(sns.messages).toHaveLength(0);
     await expectOneInvoicePerActiveAccount(db);
+    await expectNothingLeft(db);
   });
 });
 

@@ -47,7 +47,7 @@ describe('SIGKILL at a random point of billing-run', () => {
     const rerun = await runJob(db, ['billing-run'], { SCHEDULED_TIME: NIGHTLY_TIME });
     expect(rerun.code).toBe(0);
     expect(rerun.logs.find((l) => l.abandonedRunId === killed!.id)?.msg).toMatch(
-      new RegExp(`^run #${killed!.id} \\(${NIGHTLY_TIME}, attempt 1\\) is abandoned: no heartbeat for \\d+ ms and its lock is free; this run resumes from its checkpoint$`),
+      new RegExp(`^run #${killed!.id} \\(${NIGHTLY_TIME}, attempt 1\\) is abandoned: its lock session \\(backend pid ${killed!.lock_pid}\\) is gone and its lock is free; this run resumes from its checkpoint$`),
     );
     expect(killed!.checkpoint).toMatchObject({ afterAccountId: expect.any(String), inserted: expect.any(Number) });
     expect(rerun.logs.find((l) => l.msg.startsWith('resuming from the checkpoint'))).toMatchObject({
