@@ -38,6 +38,13 @@ export function createPool(settings: DatabaseSettings, { role, max, logger, wait
   });
   // An idle connection the server dropped is reported here instead of crashing the process.
   pool.on('error', (err) => logger.warn({ err: err.message }, 'idle database connection failed; the pool replaces it'));
+  // A checked-out connection has no listener of the pool's: when it dies between two queries of
+  // a transaction (a restart, pg_terminate_backend), its 'error' event would be an uncaught
+  // exception. The query that meets the dead connection fails all the same, and the caller
+  // handles that (a 503, a job's reconnect), so the event itself is only logged.
+  pool.on('connect', (client) => {
+    client.on('error', (err) => logger.warn({ err: err.message }, 'a database connection in use failed; the query on it fails and the pool drops it'));
+  });
   return pool;
 }
 

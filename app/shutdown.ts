@@ -35,6 +35,8 @@ export interface ShutdownOptions {
 export class ShutdownCoordinator {
   /** The exit code of a sequence that completes in time; steps may change it (a job sets "interrupted"). */
   exitCode: number = EXIT.ok;
+  /** The first crash (uncaughtException, unhandledRejection), if any: a job alerts it, since nothing else would. */
+  crashed: { readonly kind: string; readonly error: string } | undefined;
   private readonly steps: ShutdownStep[] = [];
   private readonly controller = new AbortController();
   private readonly deadlineController = new AbortController();
@@ -116,6 +118,7 @@ export class ShutdownCoordinator {
 
   /** Logs a crash as fatal and drains; a crash during a drain only turns the exit code to 1. */
   crash(kind: string, err: unknown): void {
+    this.crashed ??= { kind, error: errorText(err) };
     this.options.logger.fatal({ kind, err: errorText(err), stack: err instanceof Error ? err.stack : undefined }, `${kind}: ${errorText(err)}`);
     if (this.draining) {
       this.exitCode = EXIT.failure;

@@ -17,6 +17,8 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 /** The most each size may take, as a multiple of 1 job's time. */
 const TARGET_RATIO: Record<number, number> = { 50: 2, 200: 3 };
 const CDK = path.resolve('node_modules/.bin/cdk');
+/** Every size gets a database whose max_connections fits 200 jobs running at once (lib/pool-budget.ts), so the sizes differ by their jobs alone. */
+const DATABASE_FOR_200_JOBS = 'm6g.2xlarge';
 
 interface Run {
   readonly seconds: number;
@@ -32,7 +34,7 @@ function synth(jobs: number): Run {
   const outdir = mkdtempSync(path.join(tmpdir(), 'bench-synth-'));
   try {
     const started = performance.now();
-    execFileSync(CDK, ['synth', '--quiet', '--app', 'node --import tsx bench/synth-app.ts', '--context', `benchJobs=${jobs}`, '--context', 'alertEmail=none', '--output', outdir], {
+    execFileSync(CDK, ['synth', '--quiet', '--app', 'node --import tsx bench/synth-app.ts', '--context', `benchJobs=${jobs}`, '--context', 'alertEmail=none', '--context', `databaseInstanceType=${DATABASE_FOR_200_JOBS}`, '--output', outdir], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     const seconds = (performance.now() - started) / 1_000;

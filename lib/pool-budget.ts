@@ -70,17 +70,18 @@ export function poolBudget(input: PoolBudgetInput): PoolBudget {
   const queued = input.jobs.filter((j) => j.overlap === 'wait').length;
   const jobConnections = input.jobs.length * (jobPoolMax + JOB_LOCK_CONNECTIONS) + queued * QUEUED_RUN_CONNECTIONS;
   const forApi = input.maxConnections - RESERVED_CONNECTIONS - jobConnections;
-  const apiPoolMax = Math.floor(forApi / apiTasks);
+  const fits = Math.floor(forApi / apiTasks) >= MIN_API_POOL_MAX;
+  // When even the smallest API pool does not fit, the sum shows the worst case with it.
+  const apiPoolMax = fits ? Math.floor(forApi / apiTasks) : MIN_API_POOL_MAX;
   const worstCase = RESERVED_CONNECTIONS + jobConnections + apiTasks * apiPoolMax;
   const explanation =
     `${apiTasks} API tasks (maxCapacity ${input.maxCapacity} × maxHealthyPercent ${input.maxHealthyPercent}%) × ${apiPoolMax} connections` +
     ` + ${input.jobs.length} jobs × (${jobPoolMax} + ${JOB_LOCK_CONNECTIONS} lock connections)` +
     (queued ? ` + ${queued} queued "wait" run(s) × ${QUEUED_RUN_CONNECTIONS}` : '') +
     ` + ${RESERVED_CONNECTIONS} reserved = ${worstCase}, of max_connections ${input.maxConnections}`;
-  const fits = apiPoolMax >= MIN_API_POOL_MAX && worstCase <= input.maxConnections;
   const problem = fits
     ? undefined
-    : `the database connection budget does not fit: ${explanation}${apiPoolMax < MIN_API_POOL_MAX ? ` (an API task needs at least ${MIN_API_POOL_MAX})` : ''}. ` +
+    : `the database connection budget does not fit: ${explanation}, with the smallest API pool (an API task needs at least ${MIN_API_POOL_MAX}). ` +
       'Lower maxCapacity, disable jobs, or choose a larger database instance class (databaseInstanceType)';
   return { apiPoolMax, jobPoolMax, worstCase, explanation, problem };
 }

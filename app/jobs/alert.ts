@@ -5,6 +5,7 @@
  * it. Without ALERT_TOPIC_ARN (a local run) the alert is logged instead. A publish that
  * fails is logged; the run's exit code stays 1 either way.
  */
+import { rerunCommand } from '../../lib/job-flow.js';
 import type { Logger } from '../logger.js';
 import { errorText } from '../shutdown.js';
 import type { RunLocation } from './where.js';
@@ -57,12 +58,23 @@ export function alertBody(r: FailureReport): string {
   ];
   const ecs = r.location.ecs;
   if (ecs) {
-    const overrides = JSON.stringify({ containerOverrides: [{ name: ecs.container, command: ['node', 'dist/app/main.js', ...args] }] });
-    lines.push(
-      '',
-      'As an ECS task, with the network configuration of the job\'s EventBridge rule:',
-      `  aws ecs run-task --cluster ${ecs.cluster} --task-definition ${ecs.taskDefinition}${ecs.launchType ? ` --launch-type ${ecs.launchType}` : ''} --network-configuration <the rule's> --overrides '${overrides}'`,
-    );
+    // A job's task family is `<stack>-<job>` (lib/scheduled-jobs.ts): the stack whose state machine reruns it.
+    const family = ecs.taskDefinition.replace(/:\d+$/, '');
+    const stack = family.endsWith(`-${r.job}`) ? family.slice(0, -(r.job.length + 1)) : undefined;
+    if (stack) {
+      lines.push(
+        '',
+        'In AWS, as a new execution of the job\'s state machine (it retries the task as a scheduled run does):',
+        `  ${rerunCommand(r.job, r.scheduledTime.toISOString(), stack)}`,
+      );
+    } else {
+      const overrides = JSON.stringify({ containerOverrides: [{ name: ecs.container, command: ['node', 'dist/app/main.js', ...args] }] });
+      lines.push(
+        '',
+        'As an ECS task, with the network configuration of the job\'s subnets and security group:',
+        `  aws ecs run-task --cluster ${ecs.cluster} --task-definition ${ecs.taskDefinition}${ecs.launchType ? ` --launch-type ${ecs.launchType}` : ''} --network-configuration <the job's> --overrides '${overrides}'`,
+      );
+    }
   }
   lines.push('', 'From a checkout, against the database in DATABASE_URL:', `  npm run job -- ${args.join(' ')}`, `Recent runs: npm run runs -- ${r.job}`);
   return lines.join('\n');

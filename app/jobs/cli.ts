@@ -137,9 +137,12 @@ export async function runJobCommand(name: string, args: string[], config: Config
     .add({
       name: 'job',
       run: async () => {
-        const code = exitCodeOf(await outcome);
+        const result = await outcome;
         // A crash (exit code already 1) stays a failure even though the run is recorded "interrupted".
-        if (shutdown.exitCode !== EXIT.failure) shutdown.exitCode = code;
+        if (shutdown.exitCode !== EXIT.failure) shutdown.exitCode = exitCodeOf(result);
+        // Its exit 1 is taken for one the runner alerted (the execution sends no alert of its own
+        // for exit 1), so a crash is alerted here, unless the run failed and the runner did.
+        if (shutdown.crashed && result.kind !== 'failed') await runner.alertCrash(shutdown.crashed);
       },
       pending: () => runner.pending(),
       force: () => runner.forceRelease(),

@@ -602,6 +602,14 @@ export class JobRunner {
     return this.finalFailure(stop.reason, message);
   }
 
+  /**
+   * Alerts a crash of the process (an uncaught exception or rejection: a bug). The run was
+   * recorded "interrupted" and resumes from its checkpoint; the process exits 1 after this.
+   */
+  async alertCrash(crash: { readonly kind: string; readonly error: string }): Promise<void> {
+    await this.finalFailure('error', `the process crashed (${crash.kind}: ${crash.error}); the run is recorded "interrupted", and a rerun resumes from its checkpoint`);
+  }
+
   private async finalFailure(reason: StopReason | 'error', error: string): Promise<RunOutcome> {
     const durationMs = this.elapsedMs();
     this.metrics.emit({ duration: durationMs, failed: 1 }, { outcome: 'failed', reason }, 'run failed');

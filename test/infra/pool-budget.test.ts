@@ -4,7 +4,8 @@ import { JOBS } from '../../lib/jobs.js';
 import { JOB_LOCK_CONNECTIONS, poolBudget, rdsMaxConnections, RESERVED_CONNECTIONS } from '../../lib/pool-budget.js';
 import { LOCK_CONNECTIONS } from '../../app/jobs/runner.js';
 import { SERVICE_METRICS } from '../../lib/metrics.js';
-import { errorMessage, resources, synth } from './synth.js';
+import { DEFAULT_STAGE, STAGE_DEFAULTS } from '../../lib/defaults.js';
+import { errorMessage, jobTemplate, resources, synth } from './synth.js';
 
 function envOf(template: ReturnType<typeof synth>['template'], idPrefix: string): Record<string, string>[] {
   return Object.entries(resources(template, 'AWS::ECS::TaskDefinition'))
@@ -29,17 +30,19 @@ describe('the connection budget', () => {
     expect(budget.worstCase).toBeLessThanOrEqual(80);
     expect(budget.worstCase).toBe(RESERVED_CONNECTIONS + 12 * 4 + JOBS.length * 5 + 2);
 
-    const { template } = synth();
-    expect(envOf(template, 'Api').map((e) => e.DB_POOL_MAX)).toEqual(['4']);
-    const jobEnvs = envOf(template, 'Jobs');
+    // The synthesized stack is the default stage's, with its maxCapacity.
+    const s = synth();
+    const stage = poolBudget({ maxConnections: 80, maxCapacity: STAGE_DEFAULTS[DEFAULT_STAGE].maxCapacity, maxHealthyPercent: 200, jobs: JOBS });
+    expect(envOf(s.template, 'Api').map((e) => e.DB_POOL_MAX)).toEqual([String(stage.apiPoolMax)]);
+    const jobEnvs = JOBS.filter((j) => j.enabled).flatMap((j) => envOf(jobTemplate(s, j.name), ''));
     expect(jobEnvs.length).toBe(JOBS.filter((j) => j.enabled).length);
     for (const e of jobEnvs) expect(e.DB_POOL_MAX).toBe('3');
   });
 
   it('refuses at synth a worst case over the limit, naming every number', () => {
     const message = errorMessage(() => synth({ service: { maxCapacity: 20 } }));
-    expect(message).toContain('the database connection budget does not fit: 40 API tasks (maxCapacity 20 × maxHealthyPercent 200%) × 1 connections');
-    expect(message).toContain('of max_connections 80 (an API task needs at least 2)');
+    expect(message).toContain('the database connection budget does not fit: 40 API tasks (maxCapacity 20 × maxHealthyPercent 200%) × 2 connections');
+    expect(message).toContain('= 112, of max_connections 80, with the smallest API pool (an API task needs at least 2)');
     expect(errorMessage(() => synth({ database: { instanceType: 'x9.huge' } }))).toContain('databaseMaxConnections is needed: the max_connections of instance class x9.huge is not in lib/pool-budget.ts');
   });
 

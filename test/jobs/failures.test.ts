@@ -82,8 +82,9 @@ describe('a timeout before the first attempt', () => {
 });
 
 describe.each(['exception', 'rejection'] as const)('an unhandled %s during a run', (kind) => {
-  it('logs a fatal line, records the run `interrupted`, leaves nothing behind and exits 1', async () => {
+  it('logs a fatal line, records the run `interrupted`, sends one alert, leaves nothing behind and exits 1', async () => {
     await reset();
+    const alertsBefore = sns.messages.length;
     const r = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], {
       JOB_FAULT_INJECTION: `crash=${kind}`,
       JOB_BATCH_SIZE: '2',
@@ -95,8 +96,13 @@ describe.each(['exception', 'rejection'] as const)('an unhandled %s during a run
     const rows = await jobRuns(db);
     expect(rows).toHaveLength(1);
     expect(rows[0]!.status).toBe('interrupted');
-    // Exit 1 ends the job's execution (Job.Failed) with no new task; the runner itself sends no failure alert, so the missed-run alarm reports it.
-    expect(sns.messages).toHaveLength(0);
+    // Exit 1 ends the job's execution (Job.Failed) with no new task and no alert of the
+    // execution's own, so the crash's one alert comes from the process, naming the crash.
+    const sent = sns.messages.slice(alertsBefore);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.subject).toBe(`[job failed] billing-run scheduled ${NIGHTLY_TIME}`);
+    expect(sent[0]!.message).toContain(`Error:          the process crashed (${kind === 'exception' ? 'uncaughtException' : 'unhandledRejection'}: injected crash`);
+    expect(sent[0]!.message).toContain(`  node dist/app/main.js billing-run --scheduled-time ${NIGHTLY_TIME}\n`);
     await expectNothingLeft(db);
   });
 });
@@ -209,8 +215,8 @@ describe('a final failure', () => {
     expect(body).toContain(`Ran on:         ${TASK_ARN}`);
     expect(body).toContain('Error:          injected failure (JOB_FAULT_INJECTION fail-attempts=all): attempt 3 fails on purpose');
     expect(body).toContain(`  node dist/app/main.js billing-run --scheduled-time ${NIGHTLY_TIME}\n`);
-    expect(body).toContain('aws ecs run-task --cluster arn:aws:ecs:us-east-1:123456789012:cluster/jobs --task-definition app-billing-run:7 --launch-type FARGATE');
-    expect(body).toContain(`"command":["node","dist/app/main.js","billing-run","--scheduled-time","${NIGHTLY_TIME}"]`);
+    // The task's family is `<stack>-<job>`: the alert names the stack whose state machine reruns it.
+    expect(body).toContain(`  npm run job:aws -- billing-run --scheduled-time ${NIGHTLY_TIME} --stack app\n`);
     expect(r.logs.find((l) => l.msg.startsWith('failure alert published'))?.messageId).toBe(alert!.messageId);
 
     // The rerun command it names works, and resumes the same run key.
@@ -286,7 +292,7 @@ describe('metrics', () => {
 describe('a database that cannot serve the run', () => {
   it('unreachable: the run fails, the alert goes out without a run id, exit 1', async () => {
     const requestsBefore = sns.requests;
-    const r = await runJob(db, ['data-cleanup', '--scheduled-time', '2025-03-10T06:00:00Z'], { DATABASE_URL: 'postgres://u:p@127.0.0.1:1/none', ...snsEnv(sns) });
+    const r = await runJob(db, ['data-cleanup', '--scheduled-time', '2025-03-10T06:00:00Z'], { DATABASE_URL: 'postgres://u:p@127.0.0.1:1/none', JOB_RECONNECT_BACKOFF_MS: '10', ...snsEnv(sns) });
     expect(r.code).toBe(1);
     expect(r.logs.find((l) => l.msg.startsWith('the run of data-cleanup could not go on'))?.msg).toMatch(/ECONNREFUSED/);
     expect(sns.requests - requestsBefore).toBe(1);

@@ -133,4 +133,15 @@ describe('the alert', () => {
     expect(body).toContain('Duration:       1.2 s');
     expect(body).not.toContain('aws ecs run-task');
   });
+
+  it('in ECS, names the rerun in the stack the task family comes from; a family of another shape gets a run-task command', () => {
+    const report = { job: 'billing-run', scheduledTime: new Date('2025-01-02T00:15:00Z'), period: 'p', attempts: 3, maxAttempts: 3, durationMs: 1, error: 'e' };
+    const ecs = { cluster: 'arn:aws:ecs:us-east-1:123456789012:cluster/jobs', container: 'app', launchType: 'FARGATE' };
+    const ours = alertBody({ ...report, location: { ranOn: 'arn:task', ecs: { ...ecs, taskDefinition: 'EcsSaasBackend-prod-billing-run:12' } } });
+    expect(ours).toContain('  npm run job:aws -- billing-run --scheduled-time 2025-01-02T00:15:00.000Z --stack EcsSaasBackend-prod\n');
+    expect(ours).not.toContain('aws ecs run-task');
+    const other = alertBody({ ...report, location: { ranOn: 'arn:task', ecs: { ...ecs, taskDefinition: 'billing:3' } } });
+    expect(other).toContain('aws ecs run-task --cluster arn:aws:ecs:us-east-1:123456789012:cluster/jobs --task-definition billing:3 --launch-type FARGATE');
+    expect(other).not.toContain('job:aws');
+  });
 });
