@@ -25,6 +25,19 @@ function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
+/** `withClient` for the database at `url`: a client of its own per call, closed afterwards. */
+export function clientOf(url: string): <T>(fn: (client: pg.Client) => Promise<T>) => Promise<T> {
+  return async (fn) => {
+    const client = new pg.Client({ connectionString: url, application_name: 'test-helper' });
+    await client.connect();
+    try {
+      return await fn(client);
+    } finally {
+      await client.end();
+    }
+  };
+}
+
 async function withAdmin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client(inject('adminDatabaseUrl'));
   await client.connect();
@@ -40,15 +53,7 @@ export async function createTestDatabase({ migrated = true }: { migrated?: boole
   const name = `t_${randomBytes(6).toString('hex')}`;
   await withAdmin((c) => c.query(`CREATE DATABASE ${name}${migrated ? ` TEMPLATE ${TEMPLATE_DATABASE}` : ''}`));
   const url = withDatabase(inject('adminDatabaseUrl'), name);
-  const withClient = async <T>(fn: (client: pg.Client) => Promise<T>): Promise<T> => {
-    const client = new pg.Client({ connectionString: url, application_name: 'test-helper' });
-    await client.connect();
-    try {
-      return await fn(client);
-    } finally {
-      await client.end();
-    }
-  };
+  const withClient = clientOf(url);
   return {
     name,
     url,

@@ -10,6 +10,7 @@ import pg from 'pg';
 import { freePort, spawnPostgresHost, type PostgresHost } from '../../app/dev/embedded-postgres.js';
 import { createLogger } from '../../app/logger.js';
 import { migrate } from '../../app/migrate.js';
+import { clientOf } from './db.js';
 import type { Database } from './jobs.js';
 
 export interface OwnPostgres extends Database {
@@ -30,15 +31,7 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
   const pool = new pg.Pool({ connectionString: url, max: 1 });
   await migrate(pool, createLogger('warn'));
   await pool.end();
-  const withClient = async <T>(fn: (client: pg.Client) => Promise<T>): Promise<T> => {
-    const client = new pg.Client({ connectionString: url, application_name: 'test-helper' });
-    await client.connect();
-    try {
-      return await fn(client);
-    } finally {
-      await client.end();
-    }
-  };
+  const withClient = clientOf(url);
   return {
     url,
     withClient,
