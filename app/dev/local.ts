@@ -27,7 +27,7 @@ async function startPostgres(): Promise<PostgresHost> {
     return host;
   } catch (err) {
     if (!(err instanceof LocalPostgresError)) throw err;
-    process.stderr.write(`${err.message}. Set DATABASE_URL to use another database, or LOCAL_PG_PORT if port ${port} is taken.\n`);
+    process.stderr.write(`${err.message}. If \`npm start\` is running, it holds the local Postgres: use it with DATABASE_URL=postgres://postgres:postgres@127.0.0.1:${port}/${process.env.LOCAL_PG_DATABASE ?? 'app'}. Otherwise set DATABASE_URL to use another database, or LOCAL_PG_PORT if port ${port} is taken.\n`);
     process.exit(1);
   }
 }
