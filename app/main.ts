@@ -12,7 +12,7 @@
  */
 // First: a signal during start-up then exits promptly and says so (the module explains).
 import './startup-guard.js';
-import { CONTAINER_COMMANDS, JOBS } from '../lib/jobs.js';
+import { assertValidJobs, CONTAINER_COMMANDS, InvalidJobsTableError, JOBS } from '../lib/jobs.js';
 import { loadConfig } from './config.js';
 import { UsageError, EXIT } from './errors.js';
 import { createLogger, flushLogs, printError } from './logger.js';
@@ -41,6 +41,17 @@ async function main(argv: string[]): Promise<void> {
       `Unknown job "${command}". Known jobs: ${JOBS.map((j) => j.name).join(', ')} (or the commands: ${CONTAINER_COMMANDS.join(', ')}).\n\n${usage()}`,
       'UNKNOWN_JOB',
     );
+  }
+  // A job, or the table's listing, runs only from a valid table: an edit that synth would refuse
+  // (a bad schedule, a duplicate name, a timeout longer than the gap) is refused here too, with
+  // every problem named. The server does not read the table.
+  if (command === 'jobs' || JOBS.some((j) => j.name === command)) {
+    try {
+      assertValidJobs(JOBS);
+    } catch (err) {
+      if (err instanceof InvalidJobsTableError) throw new UsageError(err.message);
+      throw err;
+    }
   }
   if (command === 'jobs') {
     // Works without a database: the run lengths then come from a stated assumption.

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { JOBS } from '../../lib/jobs.js';
 import { parseIsoTime, parseJobArgs } from '../../app/jobs/cli.js';
 import { UsageError } from '../../app/errors.js';
-import { run } from '../helpers/process.js';
+import { run, start } from '../helpers/process.js';
 
 // Usage errors come before any connection: this database does not exist.
 const NO_DB = { DATABASE_URL: 'postgres://u:p@127.0.0.1:1/none' };
@@ -77,5 +77,37 @@ describe('bad input', () => {
     const typo = await run(['data-cleanup'], { ...NO_DB, NODE_ENV: 'test', JOB_FAULT_INJECTION: 'fail=1' });
     expect(typo.code).toBe(2);
     expect(typo.stderr).toContain('JOB_FAULT_INJECTION="fail=1": accepts comma-separated fail-attempts=<n|all>, timeout-ms=<n> and crash=<exception|rejection>');
+  });
+});
+
+describe('an invalid jobs table', () => {
+  it('refuses a job and the listing with exit 2, naming every bad row and field, no stack', async () => {
+    // A copy of the build whose table has the mistakes a fork might make; node_modules is shared.
+    const { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } = await import('node:fs');
+    const path = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(path.join(tmpdir(), 'bad-table-'));
+    try {
+      cpSync('dist', path.join(dir, 'dist'), { recursive: true });
+      symlinkSync(path.resolve('node_modules'), path.join(dir, 'node_modules'));
+      writeFileSync(path.join(dir, 'package.json'), readFileSync('package.json'));
+      const jobsJs = path.join(dir, 'dist/lib/jobs.js');
+      const table = readFileSync(jobsJs, 'utf8');
+      const broken = table.replace("schedule: 'cron(15 0 * * ? *)'", "schedule: 'cron(15 0 * * *)'").replace("name: 'report-aggregation'", "name: 'billing-run'");
+      expect(broken).not.toBe(table);
+      writeFileSync(jobsJs, broken);
+      for (const args of [['billing-run', '--scheduled-time', '2025-01-02T00:15:00Z'], ['jobs']]) {
+        const proc = start(args, NO_DB, [process.execPath, path.join(dir, 'dist/app/main.js')]);
+        const { code } = await proc.exited;
+        const r = { code, stderr: proc.stderr() };
+        expect(r.code, args.join(' ')).toBe(2);
+        expect(r.stderr).toContain('The jobs table (lib/jobs.ts) has 2 problems:');
+        expect(r.stderr).toMatch(/job "billing-run": schedule "cron\(15 0 \* \* \*\)" is invalid/);
+        expect(r.stderr).toContain('job "billing-run": name is a duplicate');
+        expect(r.stderr).not.toMatch(/\n\s+at /);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
