@@ -19,8 +19,6 @@ export const KEY_PREFIX = 'sbk_';
 const KEY_PATTERN = /^sbk_[A-Za-z0-9_-]{43}$/;
 /** Characters of a key kept in clear in listings: the prefix and 8 more. */
 const SHOWN_CHARS = KEY_PREFIX.length + 8;
-/** An admin key shorter than this is refused at start-up. */
-export const ADMIN_KEY_MIN_LENGTH = 32;
 
 export interface NewKey {
   /** The key itself: returned once, never stored. */

@@ -14,8 +14,10 @@ import {
   shutdownTimeoutMs,
 } from '../lib/timing.js';
 import { DEFAULT_METRICS_NAMESPACE } from '../lib/metrics.js';
-import { ADMIN_KEY_MIN_LENGTH } from './auth.js';
 import { UsageError } from './errors.js';
+
+/** An admin key shorter than this is refused at start-up. */
+export const ADMIN_KEY_MIN_LENGTH = 32;
 
 /** The ALB accepts idle timeouts up to 4,000 s, so no sane keep-alive exceeds this. */
 const MAX_KEEP_ALIVE_TIMEOUT_MS = keepAliveTimeoutMs(4_000);

@@ -4,7 +4,7 @@
  */
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { addBackendStack } from '../lib/app.js';
+import { addBackendStack } from '../lib/constructs/app.js';
 import { benchJobs } from './jobs-table.js';
 
 const app = new App();

@@ -5,8 +5,8 @@
  */
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { addBackendStack } from '../lib/app.js';
-import { acknowledgeGuardFindings, guardPlugin } from '../lib/guard.js';
+import { addBackendStack } from '../lib/constructs/app.js';
+import { acknowledgeGuardFindings, guardPlugin } from '../lib/constructs/guard.js';
 
 const app = new App();
 addBackendStack(app);

@@ -1,13 +1,13 @@
 #!/usr/bin/env node
 /**
- * The GitHub deploy role's own app (lib/deploy-role.ts): deploy it once per account, by hand,
+ * The GitHub deploy role's own app (lib/constructs/deploy-role.ts): deploy it once per account, by hand,
  * with credentials that may create IAM roles.
  *   npx cdk deploy --app "npx tsx bin/deploy-role.ts" -c githubRepo=<owner>/<repo> -c stage=<dev|prod>
  */
 import { App } from 'aws-cdk-lib';
 import { DEFAULT_STAGE, STAGES, type Stage } from '../lib/defaults.js';
-import { DeployRoleStack } from '../lib/deploy-role.js';
-import { InvalidSettingsError } from '../lib/validation.js';
+import { DeployRoleStack } from '../lib/constructs/deploy-role.js';
+import { InvalidSettingsError } from '../lib/constructs/validation.js';
 
 const app = new App();
 const stage = (app.node.tryGetContext('stage') ?? DEFAULT_STAGE) as Stage;

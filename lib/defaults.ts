@@ -1,7 +1,7 @@
 /**
  * Every default and every AWS limit of the infrastructure, in one place.
  *
- * The constructs read their defaults from here and the context reader (lib/settings.ts)
+ * The constructs read their defaults from here and the context reader (lib/constructs/settings.ts)
  * documents the same values, so a reader sees at a glance what a bare `cdk deploy` builds.
  * Numbers that cross into the container (stopTimeout, the ALB idle timeout, the metrics
  * namespace) come from lib/timing.ts and lib/metrics.ts, which the container reads too.
@@ -139,7 +139,7 @@ export const DEFAULT_STAGE: Stage = 'dev';
 
 /**
  * What differs between the stages. Each value is only a default: a context key of the same
- * name (lib/settings.ts) still overrides it.
+ * name (lib/constructs/settings.ts) still overrides it.
  */
 export const STAGE_DEFAULTS = {
   dev: {

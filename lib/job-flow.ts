@@ -1,7 +1,7 @@
 /**
  * The contract between a job's Step Functions execution and the job runner's exit codes, as
  * plain data: the state names, the errors an execution fails with, the backoff between task
- * attempts and the backstop timeout. lib/job-state-machine.ts builds the state machine from
+ * attempts and the backstop timeout. lib/constructs/job-state-machine.ts builds the state machine from
  * these; `npm run jobs` counts its state transitions (the price of a run) from the same names.
  *
  * | how the task ended                                                   | the execution                        |
@@ -53,7 +53,7 @@ export const STATE = {
 } as const;
 
 /**
- * The errors a job's execution fails with. The execution-status rule (lib/job-monitoring.ts)
+ * The errors a job's execution fails with. The execution-status rule (lib/constructs/job-monitoring.ts)
  * pages for any failure except the two that a human already heard of.
  */
 export const EXECUTION_ERROR = {

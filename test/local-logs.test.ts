@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO_ROOT } from '../lib/stack.js';
+import { REPO_ROOT } from '../lib/constructs/stack.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 
 /** Every migration the project has: a new database applies them all. */

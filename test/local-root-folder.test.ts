@@ -9,7 +9,7 @@ import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlink
 import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO_ROOT } from '../lib/stack.js';
+import { REPO_ROOT } from '../lib/constructs/stack.js';
 
 /** Every migration the project has: a new database applies them all. */
 const MIGRATIONS = readdirSync(new URL('../app/migrations', import.meta.url)).filter((f) => f.endsWith('.sql')).length;

@@ -5,7 +5,7 @@
  * follows the execution to its end, prints the task's log lines as they come (each attempt's),
  * and exits 0 when the execution succeeded, 1 when it did not.
  *
- * Nobody types an ARN: the state machine is `<stack>-<job>` (lib/scheduled-jobs.ts), found with
+ * Nobody types an ARN: the state machine is `<stack>-<job>` (lib/constructs/scheduled-jobs.ts), found with
  * ListStateMachines; the tasks' log group is the stack's `LogGroup` output. The stack name is
  * cdk.json's `stackName` context (or --stack); credentials and region are the AWS SDK's usual
  * ones (AWS_PROFILE, AWS_REGION, ...). The SDK clients are loaded here only, never in the image.
@@ -40,7 +40,7 @@ export interface JobAwsArgs {
   readonly stack: string;
 }
 
-/** The stack name `cdk synth -c stage=<stage>` uses: cdk.json's `stackName`, else `<default>-<stage>` (lib/settings.ts). */
+/** The stack name `cdk synth -c stage=<stage>` uses: cdk.json's `stackName`, else `<default>-<stage>` (lib/constructs/settings.ts). */
 function contextStackName(stage: string | undefined): string {
   let context: { stackName?: unknown; stage?: unknown } = {};
   try {
@@ -126,7 +126,7 @@ export async function runJobAws(args: JobAwsArgs, out: (line: string) => void): 
   if (!logGroupName) throw new UsageError(`The stack ${args.stack} has no LogGroup output: deploy the current version (npx cdk deploy).`);
   const logs = new CloudWatchLogsClient({});
 
-  // One log stream per task: awslogs names it <prefix>/<container>/<task id> (lib/scheduled-jobs.ts).
+  // One log stream per task: awslogs names it <prefix>/<container>/<task id> (lib/constructs/scheduled-jobs.ts).
   const streams = new Map<string, string | undefined>();
   const seenEvents = new Set<string>();
   const follow = async () => {

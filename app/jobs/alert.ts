@@ -58,7 +58,7 @@ export function alertBody(r: FailureReport): string {
   ];
   const ecs = r.location.ecs;
   if (ecs) {
-    // A job's task family is `<stack>-<job>` (lib/scheduled-jobs.ts): the stack whose state machine reruns it.
+    // A job's task family is `<stack>-<job>` (lib/constructs/scheduled-jobs.ts): the stack whose state machine reruns it.
     const family = ecs.taskDefinition.replace(/:\d+$/, '');
     const stack = family.endsWith(`-${r.job}`) ? family.slice(0, -(r.job.length + 1)) : undefined;
     if (stack) {

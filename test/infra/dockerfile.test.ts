@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { FileSystem, IgnoreMode } from 'aws-cdk-lib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO_ROOT } from '../../lib/stack.js';
+import { REPO_ROOT } from '../../lib/constructs/stack.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 const DOCKERFILE = readFileSync(path.join(REPO_ROOT, 'Dockerfile'), 'utf8');
@@ -100,7 +100,7 @@ describe('the Dockerfile', () => {
       expect(files).toContain('app/main.ts');
       expect(files).toContain('lib/jobs.ts');
       // The CDK constructs stay out, so that changing only them leaves the image (and the tasks) alone.
-      expect(files).not.toContain('lib/stack.ts');
+      expect(files).not.toContain('lib/constructs/stack.ts');
       expect(files).toContain('package-lock.json');
       for (const file of files) expect(file).not.toMatch(/(^|\/)(node_modules|cdk\.out|dist|\.data|\.git|test|bench)\/|\.test\.ts$|^README|^app\/dev\//);
     } finally {

@@ -7,9 +7,9 @@ import { Stack, Validations } from 'aws-cdk-lib';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type { IConstruct } from 'constructs';
 import { describe, expect, it } from 'vitest';
-import { acknowledgeGuardFindings, GUARD_ACKNOWLEDGEMENTS, GUARD_PLUGIN, guardPlugin } from '../../lib/guard.js';
-import { settingsFromContext } from '../../lib/settings.js';
-import { BackendStack } from '../../lib/stack.js';
+import { acknowledgeGuardFindings, GUARD_ACKNOWLEDGEMENTS, GUARD_PLUGIN, guardPlugin } from '../../lib/constructs/guard.js';
+import { settingsFromContext } from '../../lib/constructs/settings.js';
+import { BackendStack } from '../../lib/constructs/stack.js';
 import { newApp, NOW } from './synth.js';
 
 /** The rule ids acknowledged anywhere under `root`. */

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lockKey } from '../../app/lock.js';
 import { EXECUTION_ERROR, RETRY_PATH, SUCCESS_PATH, rerunCommand, stateTransitions } from '../../lib/job-flow.js';
 import { JOBS, taskRetriesOf, type JobDefinition } from '../../lib/jobs.js';
-import { ScheduledJobs, type ScheduledJobsProps } from '../../lib/scheduled-jobs.js';
+import { ScheduledJobs, type ScheduledJobsProps } from '../../lib/constructs/scheduled-jobs.js';
 import { createTestDatabase, eventually, type TestDatabase } from '../helpers/db.js';
 import { expectNothingLeft, expectOneInvoicePerActiveAccount, jobEnv, jobRuns, NIGHTLY_TIME, seed } from '../helpers/jobs.js';
 import { executeLocally, synthesizedJob, type SynthesizedJob } from '../helpers/local-sfn.js';

@@ -3,7 +3,7 @@
  * template and evaluated minute by minute, as CloudWatch would, against a history of successes.
  */
 import { describe, expect, it } from 'vitest';
-import { missedRunProblems } from '../../lib/missed-run.js';
+import { missedRunProblems } from '../../lib/constructs/missed-run.js';
 import { JOBS } from '../../lib/jobs.js';
 import { EXTRA_JOB, jobTemplate, NOW, resources, synth, type Synthesized } from './synth.js';
 

@@ -6,7 +6,7 @@ import { ALREADY_ALERTED_ERRORS, EXECUTION_ERROR, TASK_START_ALLOWANCE_SECONDS, 
 import { JOBS, taskRetriesOf, type JobDefinition } from '../../lib/jobs.js';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from '../../lib/metrics.js';
 import { longestIntervalMs, parseSchedule } from '../../lib/schedule.js';
-import { BackendStack } from '../../lib/stack.js';
+import { BackendStack } from '../../lib/constructs/stack.js';
 import { shutdownTimeoutMs } from '../../lib/timing.js';
 import { errorMessage, EXTRA_JOB, jobsCopy, jobTemplate, newApp, NOW, resources, STACK_ID, synth, type Synthesized } from './synth.js';
 

@@ -5,8 +5,8 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { JOBS } from '../../lib/jobs.js';
-import { settingsFromContext } from '../../lib/settings.js';
-import { BackendStack } from '../../lib/stack.js';
+import { settingsFromContext } from '../../lib/constructs/settings.js';
+import { BackendStack } from '../../lib/constructs/stack.js';
 import { errorMessage, newApp, NOW, resources, synth, type Synthesized } from './synth.js';
 
 const DB_SECRETS = { DB_HOST: 'host', DB_PORT: 'port', DB_NAME: 'dbname', DB_USER: 'username', DB_PASSWORD: 'password' };

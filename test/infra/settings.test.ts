@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Duration } from 'aws-cdk-lib';
 import { describe, expect, it } from 'vitest';
-import { RUNBOOK } from '../../lib/job-monitoring.js';
-import { SERVICE_RUNBOOK } from '../../lib/service-monitoring.js';
+import { RUNBOOK } from '../../lib/constructs/job-monitoring.js';
+import { SERVICE_RUNBOOK } from '../../lib/constructs/service-monitoring.js';
 import { STAGE_DEFAULTS, STAGES } from '../../lib/defaults.js';
-import { CONTEXT_SETTINGS, settingsFromContext } from '../../lib/settings.js';
+import { CONTEXT_SETTINGS, settingsFromContext } from '../../lib/constructs/settings.js';
 import { CDK_CONTEXT, errorMessage, EXTRA_JOB, jobsCopy, newApp, TEST_ALERT_EMAIL } from './synth.js';
 
 describe('settings from cdk.json context', () => {

@@ -1,8 +1,8 @@
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { STAGE_DEFAULTS } from '../../lib/defaults.js';
-import { settingsFromContext } from '../../lib/settings.js';
-import { BackendStack } from '../../lib/stack.js';
+import { settingsFromContext } from '../../lib/constructs/settings.js';
+import { BackendStack } from '../../lib/constructs/stack.js';
 import { errorMessage, newApp, NOW, resources, synth } from './synth.js';
 
 /** The stack `cdk synth -c stage=<stage>` builds (with the test's alert address). */
@@ -44,7 +44,7 @@ describe.each(['dev', 'prod'] as const)('stage %s', (stage) => {
     expect(db.Properties.DeletionProtection).toBe(d.deletionProtection);
     expect(albAttribute(template, 'deletion_protection.enabled')).toBe(String(d.deletionProtection));
     expect(db.DeletionPolicy).toBe(d.retainData ? 'Snapshot' : 'Delete');
-    // The database's secret; the API's admin key (lib/web-service.ts) is made anew by a redeploy.
+    // The database's secret; the API's admin key (lib/constructs/web-service.ts) is made anew by a redeploy.
     const secret = only(Object.fromEntries(Object.entries(resources(template, 'AWS::SecretsManager::Secret')).filter(([id]) => id.includes('Database')))) as any;
     expect(secret.DeletionPolicy).toBe(d.retainData ? 'Retain' : 'Delete');
     for (const type of ['AWS::Logs::LogGroup', 'AWS::KMS::Key']) {

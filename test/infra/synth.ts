@@ -7,7 +7,7 @@ import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { expect } from 'vitest';
 import { JOBS, type JobDefinition } from '../../lib/jobs.js';
-import { BackendStack, type BackendStackProps } from '../../lib/stack.js';
+import { BackendStack, type BackendStackProps } from '../../lib/constructs/stack.js';
 
 /** cdk.json's context (feature flags and settings), so tests synthesize what `cdk synth` does. */
 export const CDK_CONTEXT: Record<string, unknown> = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')).context;

@@ -6,7 +6,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CONTAINER, SERVICE_DEFAULTS, STAGE_DEFAULTS } from '../../lib/defaults.js';
 import { keepAliveTimeoutMs, shutdownTimeoutMs } from '../../lib/timing.js';
-import { WebService, type WebServiceProps } from '../../lib/web-service.js';
+import { WebService, type WebServiceProps } from '../../lib/constructs/web-service.js';
 import { errorMessage, newApp, resources, synth, type Synthesized } from './synth.js';
 
 /** The API task definition's `app` container. */

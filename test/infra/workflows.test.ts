@@ -8,8 +8,8 @@ import path from 'node:path';
 import { Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { STAGES } from '../../lib/defaults.js';
-import { DeployRoleStack, deployRoleName } from '../../lib/deploy-role.js';
-import { REPO_ROOT } from '../../lib/stack.js';
+import { DeployRoleStack, deployRoleName } from '../../lib/constructs/deploy-role.js';
+import { REPO_ROOT } from '../../lib/constructs/stack.js';
 import { errorMessage, newApp } from './synth.js';
 
 const WORKFLOWS = path.join(REPO_ROOT, '.github/workflows');

@@ -2,7 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { JOBS } from '../../lib/jobs.js';
-import { REPO_ROOT } from '../../lib/stack.js';
+import { REPO_ROOT } from '../../lib/constructs/stack.js';
 
 function jobsOnTerminal(columns: number): string {
   const run = spawnSync('script', ['-qec', `stty cols ${columns} rows 50; ${process.execPath} dist/app/main.js jobs`, '/dev/null'], {

@@ -11,7 +11,7 @@
 import { Stack, type StackProps } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
-import type { Stage } from './defaults.js';
+import type { Stage } from '../defaults.js';
 import { throwIfProblems } from './validation.js';
 
 /** The CDK bootstrap qualifier `cdk bootstrap` uses unless told otherwise. */

@@ -7,7 +7,7 @@ import { Stack } from 'aws-cdk-lib';
 import type * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import * as wafv2 from 'aws-cdk-lib/aws-wafv2';
 import { Construct } from 'constructs';
-import { WAF_DEFAULTS } from './defaults.js';
+import { WAF_DEFAULTS } from '../defaults.js';
 import { Problems, throwIfProblems } from './validation.js';
 
 export interface ApiFirewallProps {

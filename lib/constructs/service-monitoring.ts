@@ -10,8 +10,8 @@ import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { AlertTarget } from './alerts.js';
-import { OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS } from './defaults.js';
-import { SERVICE_METRICS, USAGE_SUMMARY_WORKER, WORKER_DIMENSION } from './metrics.js';
+import { OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS } from '../defaults.js';
+import { SERVICE_METRICS, USAGE_SUMMARY_WORKER, WORKER_DIMENSION } from '../metrics.js';
 import type { WebService } from './web-service.js';
 
 export interface ServiceMonitoringProps {

@@ -21,9 +21,9 @@
  *   rejected, as is any schedule with gaps longer than seven days.
  */
 import type { Alarm, CfnAlarm } from 'aws-cdk-lib/aws-cloudwatch';
-import { LIMITS } from './defaults.js';
-import type { JobDefinition } from './jobs.js';
-import { longestIntervalMs, nextRuns, parseSchedule, type Schedule } from './schedule.js';
+import { LIMITS } from '../defaults.js';
+import type { JobDefinition } from '../jobs.js';
+import { longestIntervalMs, nextRuns, parseSchedule, type Schedule } from '../schedule.js';
 
 export interface MissedRunWindow {
   /** One evaluation period, in seconds. */

@@ -3,7 +3,7 @@
  * bin/app.ts (and the synth benchmark, with a generated jobs table) call this, then add cdk-nag.
  */
 import type { App } from 'aws-cdk-lib';
-import type { JobDefinition } from './jobs.js';
+import type { JobDefinition } from '../jobs.js';
 import { settingsFromContext } from './settings.js';
 import { BackendStack } from './stack.js';
 import { InvalidSettingsError } from './validation.js';

@@ -8,7 +8,7 @@
  * - Delivery: EventBridge could not start the job's execution (StartExecution failed).
  * - Dead letters: a schedule event landed in the job's dead-letter queue.
  * - A task that dies (killed, OOM, Spot, failed to start, exit 2, the backstop timeout): the job's
- *   state machine retries what is safe to retry and sends the one alert (lib/job-state-machine.ts).
+ *   state machine retries what is safe to retry and sends the one alert (lib/constructs/job-state-machine.ts).
  * - An execution that ended without that alert (the alert itself failed, the execution timed out
  *   or was stopped, a state that broke): the execution-status rule. It replaces the rule on ECS
  *   task state changes, which would page for every task the state machine is about to retry.
@@ -22,9 +22,9 @@ import * as events from 'aws-cdk-lib/aws-events';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { AlertTarget } from './alerts.js';
-import { JOB_DEFAULTS } from './defaults.js';
-import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from './metrics.js';
-import { ALREADY_ALERTED_ERRORS, RUNBOOK, rerunCommand } from './job-flow.js';
+import { JOB_DEFAULTS } from '../defaults.js';
+import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from '../metrics.js';
+import { ALREADY_ALERTED_ERRORS, RUNBOOK, rerunCommand } from '../job-flow.js';
 import { applyEvaluationWindow, missedRunWindow } from './missed-run.js';
 import { jobResourceName, type ScheduledJob, type ScheduledJobs } from './scheduled-jobs.js';
 

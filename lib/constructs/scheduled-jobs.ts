@@ -1,6 +1,6 @@
 /**
  * The scheduled jobs: for every enabled row of the jobs table, a Fargate task definition, a
- * Step Functions state machine that runs it until it finishes (lib/job-state-machine.ts), and
+ * Step Functions state machine that runs it until it finishes (lib/constructs/job-state-machine.ts), and
  * one EventBridge rule that starts an execution on the job's schedule, with a retry policy and
  * a dead-letter queue.
  *
@@ -25,12 +25,12 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { addAppTask, type AppRuntime } from './app-task.js';
 import { nagText } from './nag.js';
-import { CONTAINER, JOB_DEFAULTS, LIMITS, OBSERVABILITY_DEFAULTS } from './defaults.js';
-import { RUNBOOK, TASK_START_ALLOWANCE_SECONDS } from './job-flow.js';
+import { CONTAINER, JOB_DEFAULTS, LIMITS, OBSERVABILITY_DEFAULTS } from '../defaults.js';
+import { RUNBOOK, TASK_START_ALLOWANCE_SECONDS } from '../job-flow.js';
 import { jobStateMachineDefinition } from './job-state-machine.js';
-import { JOBS, validateJobs, type JobDefinition } from './jobs.js';
+import { JOBS, validateJobs, type JobDefinition } from '../jobs.js';
 import { missedRunProblems } from './missed-run.js';
-import { parseSchedule, shortestIntervalMs } from './schedule.js';
+import { parseSchedule, shortestIntervalMs } from '../schedule.js';
 import { InvalidSettingsError, Problems } from './validation.js';
 
 export interface ScheduledJobsProps {

@@ -8,8 +8,8 @@ import * as ecs from 'aws-cdk-lib/aws-ecs';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import type * as logs from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
-import { CONTAINER } from './defaults.js';
-import { shutdownTimeoutMs } from './timing.js';
+import { CONTAINER } from '../defaults.js';
+import { shutdownTimeoutMs } from '../timing.js';
 
 /** What every task of the application shares. */
 export interface AppRuntime {

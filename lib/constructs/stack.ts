@@ -17,10 +17,10 @@ import { Alerts, validateAlertsProps } from './alerts.js';
 import type { AppRuntime } from './app-task.js';
 import { addExportBucket, addLogBucket } from './buckets.js';
 import { Database, validateDatabaseProps, type DatabaseProps } from './database.js';
-import { DATABASE_DEFAULTS, DEFAULT_STAGE, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, STAGE_DEFAULTS, STAGES, STORAGE_DEFAULTS, type Stage } from './defaults.js';
+import { DATABASE_DEFAULTS, DEFAULT_STAGE, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, STAGE_DEFAULTS, STAGES, STORAGE_DEFAULTS, type Stage } from '../defaults.js';
 import { JobMonitoring } from './job-monitoring.js';
-import { JOBS, type JobDefinition } from './jobs.js';
-import { stackPoolBudget, type PoolBudget } from './pool-budget.js';
+import { JOBS, type JobDefinition } from '../jobs.js';
+import { stackPoolBudget, type PoolBudget } from '../pool-budget.js';
 import { ScheduledJobs, validateScheduledJobs } from './scheduled-jobs.js';
 import { ServiceMonitoring } from './service-monitoring.js';
 import { onlyServicesGetGrants } from './guard.js';
@@ -29,7 +29,7 @@ import { ApiFirewall, validateApiFirewallProps, type ApiFirewallProps } from './
 import { validateWebServiceProps, WebService, type WebServiceProps } from './web-service.js';
 
 /** The repository root: the Docker build context, with the Dockerfile and .dockerignore. */
-export const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
+export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 /** CloudWatch Logs accepts only these retention periods, in days. */
 const LOG_RETENTION_DAYS = Object.values(logs.RetentionDays).filter((d): d is number => typeof d === 'number' && d > 0);

@@ -26,7 +26,7 @@
  * task: that is what the `ecs:StopTask` permission of `.sync` is for.
  */
 import { Aws } from 'aws-cdk-lib';
-import { CONTAINER } from './defaults.js';
+import { CONTAINER } from '../defaults.js';
 import {
   EXECUTION_ERROR,
   STATE,
@@ -35,8 +35,8 @@ import {
   executionTimeoutSeconds,
   rerunCommand,
   taskRetryBackoffs,
-} from './job-flow.js';
-import { taskRetriesOf, type JobDefinition } from './jobs.js';
+} from '../job-flow.js';
+import { taskRetriesOf, type JobDefinition } from '../jobs.js';
 
 export interface JobDefinitionProps {
   readonly job: JobDefinition;
@@ -148,7 +148,7 @@ export function jobStateMachineDefinition(p: JobDefinitionProps): Record<string,
         Default: STATE.recordNotStarted,
       },
       [STATE.readStoppedTask]: pass(STATE.hasExitCode, { 'task.$': 'States.StringToJson($.error.Cause)' }, '$.stopped'),
-      // One container per job task (lib/app-task.ts), so the first is the essential one.
+      // One container per job task (lib/constructs/app-task.ts), so the first is the essential one.
       [STATE.hasExitCode]: {
         Type: 'Choice',
         Choices: [{ Variable: '$.stopped.task.Containers[0].ExitCode', IsPresent: true, Next: STATE.exitCode }],

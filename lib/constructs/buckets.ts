@@ -5,7 +5,7 @@
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
-import { STORAGE_DEFAULTS } from './defaults.js';
+import { STORAGE_DEFAULTS } from '../defaults.js';
 
 /**
  * The log bucket. S3-managed keys, because the ALB can deliver its access logs only to such a bucket.

@@ -8,8 +8,8 @@
  */
 import { Duration, type Environment } from 'aws-cdk-lib';
 import type { Node } from 'constructs';
-import { DEFAULT_STAGE, LIMITS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STACK_DEFAULTS, STAGES, STORAGE_DEFAULTS, WAF_DEFAULTS, type Stage, type StageDefaults } from './defaults.js';
-import type { JobDefinition } from './jobs.js';
+import { DEFAULT_STAGE, LIMITS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STACK_DEFAULTS, STAGES, STORAGE_DEFAULTS, WAF_DEFAULTS, type Stage, type StageDefaults } from '../defaults.js';
+import type { JobDefinition } from '../jobs.js';
 import { validateBackendStackProps, type BackendStackProps } from './stack.js';
 import { Problems, throwIfProblems } from './validation.js';
 

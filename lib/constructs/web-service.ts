@@ -14,9 +14,9 @@ import type * as s3 from 'aws-cdk-lib/aws-s3';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { addAppTask, type AppRuntime } from './app-task.js';
-import { CONTAINER, LIMITS, SERVICE_DEFAULTS } from './defaults.js';
-import { FARGATE_SIZES, fargateMemoryChoices } from './jobs.js';
-import { keepAliveTimeoutMs } from './timing.js';
+import { CONTAINER, LIMITS, SERVICE_DEFAULTS } from '../defaults.js';
+import { FARGATE_SIZES, fargateMemoryChoices } from '../jobs.js';
+import { keepAliveTimeoutMs } from '../timing.js';
 import { Problems, throwIfProblems } from './validation.js';
 
 export interface WebServiceProps {

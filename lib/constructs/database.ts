@@ -11,7 +11,7 @@ import * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as rds from 'aws-cdk-lib/aws-rds';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
-import { DATABASE_DEFAULTS } from './defaults.js';
+import { DATABASE_DEFAULTS } from '../defaults.js';
 import { Problems, throwIfProblems } from './validation.js';
 
 export interface DatabaseProps {
