@@ -3,7 +3,7 @@
  *
  *   1. billing-run over 100,000 accounts (the real process, default JOB_BATCH_SIZE) against
  *      one set-based INSERT ... SELECT that writes the same invoices, on the same database,
- *      alternating, median of the rounds. Target: at most 1.5x the statement.
+ *      alternating, median of the rounds. Target: at most 1.15x the statement.
  *   2. The runner's overhead on a no-op job: run lock, job lock, run row, heartbeat and EMF
  *      line, outcome, unlock; in process, many runs. Target: at most 50 ms per run.
  *   3. Process start to the moment the job starts (spawn to "attempt 1 started").
@@ -28,6 +28,8 @@ import { benchPostgres, fmt, median } from './lib.js';
 const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 100_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const NOOP_RUNS = 200;
+/** billing-run's run against the one statement: the batching and the isolation may cost 15%. */
+const BILLING_TARGET = 1.15;
 const STARTS = 7;
 const SEED_NOW = new Date('2025-03-10T12:00:00Z');
 const SCHEDULED = '2025-03-10T00:15:00.000Z';
@@ -158,7 +160,7 @@ async function main(): Promise<void> {
     const billingRatio = median(jobMs) / median(statementMs);
     out(`billing-run, ${expected}`);
     out(`  one INSERT ... SELECT:      ${fmt(median(statementMs), 0)} ms (median)`);
-    out(`  billing-run (its run):      ${fmt(median(jobMs), 0)} ms = ${fmt(billingRatio, 2)}x the statement (target <= 1.5x) ${billingRatio <= 1.5 ? 'OK' : 'MISSED'}`);
+    out(`  billing-run (its run):      ${fmt(median(jobMs), 0)} ms = ${fmt(billingRatio, 2)}x the statement (target <= ${BILLING_TARGET}x) ${billingRatio <= BILLING_TARGET ? 'OK' : 'MISSED'}`);
     out(`  billing-run (whole process): ${fmt(median(jobWallMs), 0)} ms = ${fmt(median(jobWallMs) / median(statementMs), 2)}x, with Node start-up and the pool`);
 
     // 2. The runner around a job that does nothing.
