@@ -13,9 +13,9 @@
  * A job with a time zone is run by EventBridge Scheduler, which reads the same expression in
  * that zone. Its guide ("Daylight savings time on EventBridge Scheduler",
  * https://docs.aws.amazon.com/scheduler/latest/UserGuide/schedule-types.html#daylist-savings-time)
- * states two rules, which `zonedRuns` applies to croner's times:
+ * states two rules, which `zonedRuns` applies:
  * - spring: a time that does not exist that day (it falls in the skipped hour) is skipped,
- *   not moved; croner would move it to the first valid minute after the gap;
+ *   not moved (croner's own time zone mode would move it to the first minute after the gap);
  * - autumn: a time that occurs twice (it falls in the repeated hour) runs only once; the guide
  *   does not say which of the two instants, so the first is taken. Both are the same local day,
  *   so a job's period (app/jobs/periods.ts) is the same either way.
@@ -23,6 +23,9 @@
  */
 import { Cron } from 'croner';
 import cronstrue from 'cronstrue';
+import { isTimeZone, offsetMs, springChanges, wallClock } from './time-zones.js';
+
+export { isTimeZone, wallClock };
 
 export type Schedule =
   | { readonly kind: 'rate'; readonly expression: string; readonly everyMs: number; readonly timeZone?: string }
@@ -31,22 +34,6 @@ export type Schedule =
 /** The zone of a schedule without one: EventBridge rules run in UTC. */
 export const UTC = 'UTC';
 
-const IANA_NAME = /^(?:UTC|[A-Z][A-Za-z_-]*(?:\/[A-Z0-9][A-Za-z0-9_+-]*)+)$/;
-
-/**
- * Whether `zone` is an IANA time zone name ("Europe/Berlin", "UTC") that this runtime knows.
- * Offsets ("+01:00") and lower-case spellings are refused: Intl accepts them, Scheduler's
- * ScheduleExpressionTimezone takes names.
- */
-export function isTimeZone(zone: unknown): zone is string {
-  if (typeof zone !== 'string' || !IANA_NAME.test(zone)) return false;
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: zone });
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 const RATE = /^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$/;
 const CRON = /^cron\((.+)\)$/;
@@ -114,7 +101,11 @@ function upcomingRuns(schedule: Schedule & { kind: 'cron' }, from: Date): readon
   const key = `${schedule.fields}@${schedule.timeZone ?? UTC}@${from.getTime()}`;
   let runs = upcomingRunsCache.get(key);
   if (runs === undefined) {
-    runs = cronRuns(schedule, 1_000, from);
+    // A zoned cron's instants cost a few Intl look-ups each, so it looks a year ahead (its
+    // daylight saving changes included) rather than 1,000 runs, which are years for a daily job.
+    runs = schedule.timeZone === undefined || schedule.timeZone === UTC
+      ? cronRuns(schedule, 1_000, from)
+      : zonedRuns(schedule.fields, schedule.timeZone, 1_000, from, new Date(from.getTime() + YEAR_AHEAD_MS));
     if (upcomingRunsCache.size >= UPCOMING_RUNS_CACHE_SIZE) upcomingRunsCache.delete(upcomingRunsCache.keys().next().value!);
     upcomingRunsCache.set(key, runs);
   }
@@ -137,40 +128,48 @@ function cronRuns(schedule: Schedule & { kind: 'cron' }, count: number, from: Da
   return zone === UTC ? toCron(schedule.fields).nextRuns(count, from) : zonedRuns(schedule.fields, zone, count, from);
 }
 
-const wallClocks = new Map<string, Intl.DateTimeFormat>();
 
-/** The local date and time of `t` in `zone`, to the minute: "2026-10-25 02:30". */
-export function wallClock(t: Date, zone: string): string {
-  let format = wallClocks.get(zone);
-  if (format === undefined) {
-    format = new Intl.DateTimeFormat('en-CA', { timeZone: zone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit' });
-    wallClocks.set(zone, format);
-  }
-  const p = Object.fromEntries(format.formatToParts(t).map((part) => [part.type, part.value]));
-  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}`;
-}
+/** A year and two days: a year of runs, and the first after it. */
+const YEAR_AHEAD_MS = 368 * 86_400_000;
 
-/** A zone's offsets change by at most this much at once, so a repeated wall time recurs within it. */
-const REPEAT_HORIZON_MS = 3 * 3_600_000;
+/** Offsets lie within UTC−12 and UTC+14: a wall time's instants are within this far of it read as UTC. */
+const OFFSET_BOUND_MS = 15 * 3_600_000;
 
 /**
- * Scheduler's runs of a cron in `zone`: croner's, less a time moved out of the spring gap
- * (its wall clock no longer matches the expression) and less the second instant of a wall
- * time repeated in autumn.
+ * The instant Scheduler runs the wall time `wall` (ms, the local time read as if UTC) in
+ * `zone`: of the offsets around it, the earliest instant whose wall clock is `wall`. None
+ * when the clocks skip it (spring); the first of two when they repeat it (autumn).
  */
-function zonedRuns(fields: string, zone: string, count: number, from: Date): Date[] {
-  const cron = toCron(fields, zone);
+function instantOf(wall: number, zone: string): number | undefined {
+  const offsets = new Set([offsetMs(wall - OFFSET_BOUND_MS, zone), offsetMs(wall + OFFSET_BOUND_MS, zone)]);
+  let first: number | undefined;
+  for (const offset of offsets) {
+    const t = wall - offset;
+    if (offsetMs(t, zone) === offset && (first === undefined || t < first)) first = t;
+  }
+  return first;
+}
+
+/**
+ * Scheduler's runs of a cron in `zone`: the expression's wall times (croner in UTC, which is
+ * several times faster than its zoned mode), each at the instant `instantOf` gives it, so a
+ * time in the spring gap is skipped and a repeated one runs once.
+ */
+function zonedRuns(fields: string, zone: string, count: number, from: Date, until?: Date): Date[] {
+  const cron = toCron(fields);
   const runs: Date[] = [];
-  const recent = new Map<string, number>();
-  let cursor: Date | null = from;
-  while (runs.length < count && (cursor = cron.nextRun(cursor)) !== null) {
-    if (!cron.match(cursor)) continue;
-    const wall = wallClock(cursor, zone);
-    const t = cursor.getTime();
-    for (const [key, at] of recent) if (at < t - REPEAT_HORIZON_MS) recent.delete(key);
-    if (recent.has(wall)) continue;
-    recent.set(wall, t);
-    runs.push(cursor);
+  // Walls from before `from`'s own: the zone's wall clock may run up to a day behind UTC.
+  let wall: Date | null = new Date(from.getTime() + offsetMs(from.getTime(), zone) - 3 * 3_600_000);
+  while (runs.length < count) {
+    // Small batches: each wall time costs Intl look-ups, and `until` may end the walk early.
+    const batch = cron.nextRuns(Math.min(count - runs.length, 64) + 8, wall);
+    if (batch.length === 0) break;
+    for (const w of batch) {
+      const t = instantOf(w.getTime(), zone);
+      if (t !== undefined && t > from.getTime() && runs.length < count) runs.push(new Date(t));
+    }
+    wall = batch[batch.length - 1]!;
+    if (until !== undefined && wall.getTime() - OFFSET_BOUND_MS > until.getTime()) return runs.filter((r, i) => i < 2 || r <= until);
   }
   return runs;
 }
@@ -218,16 +217,8 @@ export function describeSchedule(schedule: Schedule): string {
   return `${text} (${schedule.timeZone ?? UTC})`;
 }
 
-/** A year of a zone's offset changes is found by sampling its offset every hour (changes are hours apart). */
-const YEAR_MS = 366 * 86_400_000;
-const HOUR_MS = 3_600_000;
-const MINUTE_MS = 60_000;
 
-/** The offset of `zone` from UTC at `t`, in ms (the local wall clock minus UTC, to the minute). */
-function offsetMs(t: number, zone: string): number {
-  const [date, time] = wallClock(new Date(t), zone).split(' ');
-  return Date.parse(`${date}T${time}:00Z`) - Math.floor(t / MINUTE_MS) * MINUTE_MS;
-}
+
 
 /**
  * The wall times ("2027-03-28 02:30") in the year after `from` at which a cron schedule in a
@@ -239,26 +230,11 @@ export function skippedRuns(schedule: Schedule, from: Date = new Date()): string
   if (schedule.kind === 'rate' || zone === UTC) return [];
   const wallCron = toCron(schedule.fields);
   const skipped: string[] = [];
-  const end = from.getTime() + YEAR_MS;
-  let before = offsetMs(from.getTime(), zone);
-  for (let t = from.getTime() + HOUR_MS; t <= end; t += HOUR_MS) {
-    const after = offsetMs(t, zone);
-    if (after > before) {
-      // The clocks moved forward within the last hour: find the minute they did.
-      let lo = t - HOUR_MS;
-      let hi = t;
-      while (hi - lo > MINUTE_MS) {
-        const mid = lo + Math.floor((hi - lo) / 2 / MINUTE_MS) * MINUTE_MS;
-        if (offsetMs(mid, zone) === before) lo = mid;
-        else hi = mid;
-      }
-      // Wall times from the old clock's reading at the change up to the new one's do not exist.
-      const gapEnd = hi + after;
-      for (let wall = hi + before; wall < gapEnd; wall += MINUTE_MS) {
-        if (wallCron.match(new Date(wall))) skipped.push(new Date(wall).toISOString().slice(0, 16).replace('T', ' '));
-      }
+  for (const change of springChanges(zone, from.getTime())) {
+    // Wall times from the old clock's reading at the change up to the new one's do not exist.
+    for (let wall = change.at + change.before; wall < change.at + change.after; wall += 60_000) {
+      if (wallCron.match(new Date(wall))) skipped.push(new Date(wall).toISOString().slice(0, 16).replace('T', ' '));
     }
-    before = after;
   }
   return skipped;
 }

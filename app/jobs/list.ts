@@ -133,10 +133,15 @@ function round(n: number, digits: number): number {
 const usd = (n: number) => (n === 0 ? '$0' : n < 0.001 ? `$${n.toFixed(6)}` : n < 0.01 ? `$${n.toFixed(4)}` : `$${n.toFixed(2)}`);
 const utc = (iso: string) => iso.slice(5, 16).replace('T', ' ');
 
-/** A run as the table shows it: "03-30 06:00" in its zone, with " (03-30 04:00 UTC)" when the zone is not UTC. */
+/**
+ * A run as the table shows it: "03-30 06:00" on its zone's clock, then for a zone other than
+ * UTC its UTC time, "(04:00Z)", with the date when the UTC date differs: "(03-31 01:00Z)".
+ */
 function runText(l: JobListing, i: number): string {
   const local = l.nextRunsLocal[i]!.slice(5);
-  return l.timeZone === UTC ? local : `${local} (${utc(l.nextRuns[i]!)} UTC)`;
+  if (l.timeZone === UTC) return local;
+  const inUtc = utc(l.nextRuns[i]!);
+  return `${local} (${inUtc.slice(0, 5) === local.slice(0, 5) ? inUtc.slice(6) : inUtc}Z)`;
 }
 
 /** The listing for a terminal `width` columns wide: a table when it fits, else a block per job. */

@@ -163,7 +163,9 @@ describe('what the operator sees of a zoned job', () => {
     expect(listing.nextRuns).toEqual(['2026-03-23T05:00:00.000Z', '2026-03-30T04:00:00.000Z', '2026-04-06T04:00:00.000Z']);
     const text = formatListing([listing]);
     expect(text).toContain('Europe/Berlin');
-    expect(text).toContain('03-23 06:00 (03-23 05:00 UTC), 03-30 06:00 (03-30 04:00 UTC)');
+    expect(text).toContain('03-23 06:00 (05:00Z), 03-30 06:00 (04:00Z), 04-06 06:00 (04:00Z)');
+    // A run on another UTC date shows that date.
+    expect(formatListing([listJob({ ...weekly, schedule: 'cron(0 22 ? * SUN *)', timeZone: 'America/New_York' }, undefined, new Date('2026-03-20T12:00:00Z'))])).toContain('03-22 22:00 (03-23 02:00Z)');
   });
 
   it('counts a month\'s runs as the schedule runs in its zone', () => {
