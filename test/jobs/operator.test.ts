@@ -11,7 +11,7 @@ describe('jobs', () => {
     const r = await run(['jobs'], {});
     expect(r.code).toBe(0);
     const [header, , ...rest] = r.stdout.split('\n');
-    expect(header).toMatch(/^JOB\s+ON\s+SCHEDULE \(UTC\)\s+NEXT 3 RUNS/);
+    expect(header).toMatch(/^JOB\s+ON\s+SCHEDULE\s+TIME ZONE\s+NEXT 3 RUNS/);
     for (const job of JOBS) {
       const row = rest.find((l) => l.startsWith(`${job.name} `));
       expect(row, job.name).toBeDefined();
