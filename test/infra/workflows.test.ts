@@ -152,5 +152,6 @@ describe('the deploy role', () => {
     });
     expect(out).toBe('');
     expect(readFileSync(path.join(REPO_ROOT, 'cdk.out/deploy-role-test/EcsSaasBackend-dev-deploy-role.template.json'), 'utf8')).toContain(deployRoleName('dev'));
-  });
+    // A fresh process loading aws-cdk-lib through tsx: past a minute on a loaded two-core machine.
+  }, 240_000);
 });
