@@ -76,10 +76,15 @@ export interface ProcessRun {
 }
 
 export function runMain(args: string[], env: Record<string, string>): Promise<ProcessRun> {
+  return runNode([MAIN, ...args], env);
+}
+
+/** `node <argv>` with a bare environment plus `env`; its stdout read as JSON lines. */
+export function runNode(argv: string[], env: Record<string, string>): Promise<ProcessRun> {
   return new Promise((resolve) => {
     const spawnedAt = Date.now();
     const t0 = performance.now();
-    const child = spawn(process.execPath, [MAIN, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, argv, { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
     let text = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => (text += c));
     child.once('exit', (code) => {
