@@ -8,7 +8,7 @@ import type { TestProject } from 'vitest/node';
 import { spawnPostgresHost, type PostgresHost } from '../app/dev/embedded-postgres.js';
 import { migrate } from '../app/migrate.js';
 import { createLogger } from '../app/logger.js';
-import { TEMPLATE_DATABASE } from './helpers/db.js';
+import { TEMPLATE_DATABASE, newClient } from './helpers/db.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -24,7 +24,7 @@ export async function setup(project: TestProject): Promise<void> {
     embedded = await spawnPostgresHost({ dataDir: `.data/test-postgres-${process.pid}`, port: 0, persistent: false, database: 'postgres' });
     adminUrl = embedded.url;
   }
-  const admin = new pg.Client(adminUrl);
+  const admin = newClient({ connectionString: adminUrl });
   await admin.connect();
   await admin.query(`DROP DATABASE IF EXISTS ${TEMPLATE_DATABASE} WITH (FORCE)`);
   await admin.query(`CREATE DATABASE ${TEMPLATE_DATABASE}`);
