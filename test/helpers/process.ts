@@ -69,7 +69,7 @@ export function start(args: string[], env: Record<string, string | undefined>, c
     stdout: () => out,
     stderr: () => err,
     exited,
-    waitForLog(pred, timeoutMs = 15_000) {
+    waitForLog(pred, timeoutMs = 60_000) {
       const seen = logs.find(pred);
       if (seen) return Promise.resolve(seen);
       return new Promise((resolve, reject) => {
