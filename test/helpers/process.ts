@@ -102,7 +102,7 @@ export async function startServer(env: Record<string, string | undefined>): Prom
 }
 
 /** Runs `node <MAIN> ...args` to completion. */
-export async function run(args: string[], env: Record<string, string | undefined>, timeoutMs = 60_000): Promise<{ code: number; stdout: string; stderr: string; logs: LogLine[] }> {
+export async function run(args: string[], env: Record<string, string | undefined>, timeoutMs = 120_000): Promise<{ code: number; stdout: string; stderr: string; logs: LogLine[] }> {
   const proc = start(args, env);
   const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
   const { code } = await proc.exited;
