@@ -81,17 +81,23 @@ async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const pg = process.env.DATABASE_URL ? undefined : await localPostgres(args[0]);
   const env: NodeJS.ProcessEnv = pg ? { ...process.env, DATABASE_URL: pg.url } : { ...process.env };
+  let keyForCurl = '$ADMIN_API_KEY';
   if (args.length === 0 && !env.ADMIN_API_KEY) {
     env.ADMIN_API_KEY = devAdminKey();
+    keyForCurl = `$(cat ${DEV_ADMIN_KEY_FILE})`;
     process.stderr.write(`development admin key (from ${DEV_ADMIN_KEY_FILE}): ${env.ADMIN_API_KEY}\n  export ADMIN_API_KEY=$(cat ${DEV_ADMIN_KEY_FILE})\n`);
   }
-  // On a terminal the JSON log lines are made readable (LOG_FORMAT=json keeps them raw); piped,
-  // and always in the container (which never runs this launcher), they stay JSON.
+  // On a terminal the JSON log lines are made short (terminal-log.ts; LOG_FORMAT=json keeps
+  // them raw); piped, and always in the container (which never runs this launcher), they stay JSON.
   const pretty = process.stdout.isTTY && process.env.LOG_FORMAT !== 'json';
   const child = spawn(process.execPath, [here('../main.js'), ...args], { stdio: ['inherit', pretty ? 'pipe' : 'inherit', 'inherit'], env });
   if (pretty) {
-    const { default: pinoPretty } = await import('pino-pretty');
-    child.stdout!.pipe(pinoPretty({ colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' }));
+    const { terminalLogStream } = await import('./terminal-log.js');
+    const onListening = (port: number) => {
+      const url = `http://localhost:${port}`;
+      return `\nAPI ready at ${url}; try it (more in docs/api.md):\n  curl -H "Authorization: Bearer ${keyForCurl}" ${url}/accounts\n\n`;
+    };
+    child.stdout!.pipe(terminalLogStream({ showMetrics: process.env.LOCAL_LOG_METRICS === '1', onListening })).pipe(process.stdout);
   }
   // The terminal's Ctrl-C reaches the child directly (same process group); a SIGTERM sent to
   // this launcher alone is passed on.
