@@ -1,0 +1,10 @@
+const lap = (l) => { const u = process.cpuUsage(); process.stdout.write(`${l} ${((u.user + u.system) / 1000).toFixed(0)} | `); };
+lap('bare');
+await import('../dist/app/startup-guard.js'); lap('guard');
+const j = await import('../dist/lib/jobs.js'); lap('lib/jobs(croner,cronstrue)');
+const s = await import('../dist/app/jobs-table-check.js'); s.checkJobsTable(j.JOBS); lap('table check (stamp)');
+const c = await import('../dist/app/config.js'); lap('config(zod)');
+c.loadConfig({DATABASE_URL:'postgres://x@127.0.0.1/x'});
+await import('../dist/app/logger.js'); lap('logger(pino)');
+await import('../dist/app/jobs/cli.js'); lap('jobs/cli(pg,runner,handlers)');
+console.log();
