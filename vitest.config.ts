@@ -11,7 +11,7 @@ const INFRA_SYNTH = readdirSync('test/infra')
 
 /**
  * `npm run test:fast`: the files that neither synthesize the stack nor start servers or jobs,
- * a few seconds in all, for the inner loop. `npm test` runs them with everything else.
+ * for the inner loop. `npm test` runs them with everything else.
  */
 const FAST = [
   'test/api.test.ts',
