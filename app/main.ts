@@ -13,7 +13,16 @@
  * Kept tiny on purpose: it takes charge of SIGTERM/SIGINT before anything else loads
  * (app/signals.ts, app/startup-guard.ts), then loads the rest (app/command.ts).
  */
-import { guardStartup } from './startup-guard.js';
+import { describeStart, guardStartup, startupLine } from './startup-guard.js';
 
 guardStartup();
-await import('./command.js');
+try {
+  await import('./command.js');
+} catch (err) {
+  // A module that fails to load (a bad build, a missing dependency): nothing ran and nobody was
+  // alerted, so a job exits 4 and its execution retries it, then alerts once.
+  const { what, failureCode } = describeStart(process.argv.slice(2));
+  const error = err instanceof Error ? err.message : String(err);
+  startupLine('fatal', { err: error, stack: err instanceof Error ? err.stack : undefined, exitCode: failureCode }, `${what} could not load its modules: ${error}; exiting ${failureCode}`);
+  process.exit(failureCode);
+}
