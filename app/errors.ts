@@ -28,6 +28,8 @@ export type ErrorCode =
   | 'NOT_FOUND'
   | 'CONFLICT'
   | 'IDEMPOTENCY_KEY_REUSED'
+  | 'USAGE_NOT_BILLABLE'
+  | 'TOO_MANY_KEYS'
   | 'BAD_REQUEST'
   | 'UNAVAILABLE'
   | 'INTERNAL';
