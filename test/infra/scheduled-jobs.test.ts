@@ -56,13 +56,13 @@ beforeAll(() => {
 });
 
 describe('scheduled jobs, the jobs table as shipped', () => {
-  it('puts each enabled job in a nested stack of its own: task definition, state machine, rule, dead-letter queue, three alarms', () => {
+  it('puts each enabled job in a nested stack of its own: task definition, state machine, rule, dead-letter queue, six alarms', () => {
     expect(Object.keys(resources(s.template, 'AWS::CloudFormation::Stack'))).toHaveLength(ENABLED.length);
     for (const job of ENABLED) {
       const t = jobTemplate(s, job.name);
       for (const type of ['AWS::ECS::TaskDefinition', 'AWS::StepFunctions::StateMachine', 'AWS::Events::Rule', 'AWS::SQS::Queue']) t.resourceCountIs(type, 1);
       // No alarm on the runner's Failed metric: its own alert is the one message of an exit 1.
-      expect(Object.keys(alarmsOf(t, job)).sort()).toEqual(['dead-letters', 'delivery', 'missed-run']);
+      expect(Object.keys(alarmsOf(t, job)).sort()).toEqual(['dead-letters', 'delivery', 'executions-aborted', 'executions-failed', 'executions-timed-out', 'missed-run']);
       // No role per job: the state machine, the rule and the task use the parent's.
       t.resourceCountIs('AWS::IAM::Role', 0);
       t.resourceCountIs('AWS::IAM::Policy', 0);
