@@ -54,6 +54,8 @@ export interface TaskBehaviour {
   readonly onStart?: (attempt: number, proc: Proc) => void | Promise<void>;
   /** The task's stop code and reason when the container exits by itself. */
   readonly stopped?: (attempt: number, exitCode: number) => { stopCode: string; stoppedReason: string } | undefined;
+  /** The entry the container runs, e.g. a broken copy of the build. @default MAIN */
+  readonly main?: string;
 }
 
 export interface LocalExecution {
@@ -134,7 +136,7 @@ export async function executeLocally(job: SynthesizedJob, input: Record<string, 
     const taskDefinition = job.template.Resources[String(params.TaskDefinition).replace(/^ref:/, '')]!;
     const command = taskDefinition.Properties.ContainerDefinitions[0].Command as string[];
     expect(command.slice(0, 2)).toEqual(['node', 'dist/app/main.js']);
-    const proc = start(command.slice(2), { ...env, ...overrides }, [process.execPath, MAIN]);
+    const proc = start(command.slice(2), { ...env, ...overrides }, [process.execPath, behaviour.main ?? MAIN]);
     record.proc = proc;
     // What Step Functions does when the state times out: StopTask, which is a SIGTERM.
     const stopper = setTimeout(() => proc.kill('SIGTERM'), backstopMs);
