@@ -80,7 +80,7 @@ describe('bin/app.ts', () => {
       const run = spawnSync(process.execPath, ['--import', 'tsx', 'bin/app.ts'], {
         env: { ...process.env, CDK_OUTDIR: outdir, CDK_CONTEXT_JSON: JSON.stringify({ ...CDK_CONTEXT, alertEmail: TEST_ALERT_EMAIL, stopTimeout: 150, desiredCount: 9 }) },
         encoding: 'utf8',
-        timeout: 60_000,
+        timeout: 170_000,
       });
       expect(run.status).toBe(1);
       expect(run.stderr).toContain('stopTimeout must be a whole number of seconds between 2 and 120, got 150');
