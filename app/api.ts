@@ -18,7 +18,8 @@ import { z } from 'zod';
 import { authenticate, identityOf, keyIsLive, newApiKey, requireOperator, unauthorized } from './auth.js';
 import { billAccounts, dayPeriod, MAX_UNIT_PRICE_CENTS, MAX_USAGE_QUANTITY } from './billing.js';
 import type { Config } from './config.js';
-import { QUERY_CANCELED, isConnectionError, isPoolTimeout, type Pool } from './db.js';
+import type { Pool } from './db.js';
+import { dbTrouble, isPoolTimeout, type DbTrouble } from './db-errors.js';
 import { UserError } from './errors.js';
 import type { Logger } from './logger.js';
 import { queryAs, UnknownKeyError, withIdentity, type Queryable } from './tenancy.js';
@@ -464,10 +465,17 @@ function toUserError(err: unknown): UserError {
   // The database is slow or away: the same request may well succeed in a moment, on this task.
   const unavailable = (message: string) => new UserError('UNAVAILABLE', message, 503, undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
   if (isPoolTimeout(err)) return unavailable('The database is busy: no connection came free in time; retry shortly');
-  if (e?.code === QUERY_CANCELED) return unavailable('The database did not answer in time; retry shortly');
-  if (isConnectionError(err)) return unavailable('The database is unreachable; retry shortly');
+  const trouble = dbTrouble(err);
+  if (trouble !== undefined) return unavailable(UNAVAILABLE_MESSAGES[trouble]);
   return new UserError('INTERNAL', 'Internal server error', 500);
 }
+
+const UNAVAILABLE_MESSAGES: Record<DbTrouble, string> = {
+  'connection-lost': 'The database is unreachable; retry shortly',
+  busy: 'The database is busy; retry shortly',
+  'read-only': 'The database is read-only for now (a failover); retry shortly',
+  'timed-out': 'The database did not answer in time; retry shortly',
+};
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout;

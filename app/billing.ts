@@ -69,17 +69,18 @@ export async function billAccounts(
   );
   if (locked.length === 0) return { accounts: 0, inserted: 0, lastAccountId: null };
   const { rows } = await db.query<{ inserted: string }>(
-    `WITH totals AS MATERIALIZED (
-       -- MATERIALIZED: otherwise Postgres inlines the CTE and sums each account's usage twice,
-       -- once for the quantity and once for the amount. sum(bigint) is numeric: it cannot overflow.
-       SELECT a.id, a.unit_price_cents,
-              coalesce((SELECT sum(u.quantity) FROM usage u
-                        WHERE u.account_id = a.id AND u.occurred_at >= $1::date::timestamp AT TIME ZONE 'UTC'
-                          AND u.occurred_at < $2::date::timestamp AT TIME ZONE 'UTC'), 0) AS quantity
-       FROM accounts a WHERE a.id = ANY ($3::bigint[])
-     ), inserted AS (
+    // One sum per account of the batch, as one grouped scan of the usage index: a correlated
+    // subquery per account (one index descent each) made this statement about a third slower.
+    // sum(bigint) is numeric: it cannot overflow.
+    `WITH inserted AS (
        INSERT INTO invoices (account_id, period_start, period_end, quantity, amount_cents)
-       SELECT id, $1::date, $2::date, quantity, quantity * unit_price_cents FROM totals
+       SELECT a.id, $1::date, $2::date, coalesce(u.quantity, 0), coalesce(u.quantity, 0) * a.unit_price_cents
+       FROM accounts a
+       LEFT JOIN (SELECT account_id, sum(quantity) AS quantity FROM usage
+                  WHERE account_id = ANY ($3::bigint[])
+                    AND occurred_at >= $1::date::timestamp AT TIME ZONE 'UTC' AND occurred_at < $2::date::timestamp AT TIME ZONE 'UTC'
+                  GROUP BY account_id) u ON u.account_id = a.id
+       WHERE a.id = ANY ($3::bigint[])
        ON CONFLICT (account_id, period_start) DO NOTHING
        RETURNING 1
      )

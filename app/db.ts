@@ -48,28 +48,5 @@ export function createPool(settings: DatabaseSettings, { role, max, logger, wait
   return pool;
 }
 
-/** pg-pool's message when no connection came free within connectionTimeoutMillis. */
-const POOL_TIMEOUT = /timeout exceeded when trying to connect/;
-/** Postgres cancelled the statement at statement_timeout. */
-export const QUERY_CANCELED = '57014';
-
-/** No pooled connection came free in time: the database is slow or the pool is too small. */
-export function isPoolTimeout(err: unknown): boolean {
-  return err instanceof Error && POOL_TIMEOUT.test(err.message);
-}
-
-/**
- * The connection itself failed, not the statement: the server restarted or is starting up
- * (class 08, 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now), the
- * backend was terminated, or the network reset. Worth a retry on a new connection.
- */
-export function isConnectionError(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string') {
-    if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return true;
-    if (['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) return true;
-  }
-  // node-postgres reports a socket that closed under a query without a code.
-  return /Connection terminated|connection error and is not queryable|Client was closed and is not queryable/i.test(err.message) || isPoolTimeout(err);
-}
+/** The classification moved to app/db-errors.ts; the job runner still imports this name from here. */
+export { isConnectionLost as isConnectionError } from './db-errors.js';

@@ -12,7 +12,7 @@
 import type { Logger } from './logger.js';
 import { flushLogs, limitLogWaits } from './logger.js';
 import { EXIT } from './errors.js';
-import { releaseStartupGuard } from './startup-guard.js';
+import { takeSignals } from './signals.js';
 
 export interface ShutdownStep {
   /** Short name, used in the log lines ("http", "workers", "pool"). */
@@ -66,11 +66,9 @@ export class ShutdownCoordinator {
 
   /** Routes SIGTERM, SIGINT and crashes into the sequence. */
   install(): this {
-    // From here on the sequence answers signals; the start-up guard (app/startup-guard.ts) steps aside.
-    releaseStartupGuard();
-    for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-      process.on(sig, () => void this.shutdown(sig, EXIT.ok));
-    }
+    // From here on the sequence answers signals: the one permanent listener (app/signals.ts)
+    // hands them here instead of to the start-up guard, with no moment in between.
+    takeSignals((sig) => void this.shutdown(sig, EXIT.ok));
     process.on('uncaughtException', (err) => this.crash('uncaughtException', err));
     process.on('unhandledRejection', (reason) => this.crash('unhandledRejection', reason));
     return this;

@@ -1,36 +1,60 @@
 /**
- * SIGTERM/SIGINT before the shutdown coordinator exists. The entry imports this module first,
- * so from the first milliseconds a signal ends the process promptly with a log line and the
- * documented code, instead of Node's silent default (exit 143) while modules still load, or a
- * signal ignored until start-up is done. The coordinator's `install()` releases the guard.
+ * The start-up owner of SIGTERM/SIGINT, until a shutdown coordinator takes over
+ * (app/signals.ts). The entry installs it first, so from the first millisecond a signal ends
+ * the process promptly with a log line and the documented code, instead of Node's silent
+ * default (exit 143) while modules still load, or a signal ignored until start-up is done.
  *
  * Codes: a job exits 3 (interrupted: nothing was done, rerun the same scheduled time); the
  * server exits 0 (nothing was in flight); the other commands (migrate, seed, runs), which have
  * no shutdown sequence of their own, exit 1 (not done).
+ *
+ * It loads nothing but node:fs and the plain-data modules it reads, so it answers before pino,
+ * pg or express are loaded; its lines have the logger's shape (app/logger.ts).
  */
-import { CONTAINER_COMMANDS } from '../lib/jobs.js';
+import { writeSync } from 'node:fs';
+import { CONTAINER_COMMANDS } from '../lib/commands.js';
 import { EXIT } from './errors.js';
-import { createLogger, flushLogs } from './logger.js';
+import { takeSignals } from './signals.js';
 
-const COMMANDS: ReadonlySet<string> = new Set(CONTAINER_COMMANDS);
+/** pino's level numbers, for LOG_LEVEL. */
+const LEVELS: Readonly<Record<string, number>> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity };
 
-const command = process.argv[2];
-const isJob = command !== undefined && !command.startsWith('-') && !COMMANDS.has(command);
-const what = command === undefined ? 'the server' : isJob ? `job ${command}` : `command ${command}`;
-const code = command === undefined ? EXIT.ok : isJob ? EXIT.interrupted : EXIT.failure;
-const logger = createLogger(process.env.LOG_LEVEL ?? 'info', { mode: 'startup' });
-
-function onSignal(signal: NodeJS.Signals): void {
-  const done = command === undefined || isJob ? `while ${what} was starting; nothing was started` : `during ${what}; it did not finish`;
-  logger.warn({ signal, exitCode: code }, `received ${signal} ${done}, exiting ${code}`);
-  flushLogs();
-  process.exit(code);
+export interface StartupGuard {
+  /** "the server", "job billing-run", "command migrate". */
+  readonly what: string;
+  /** The exit code of a signal during start-up. */
+  readonly code: number;
 }
 
-for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, onSignal);
-// From here on a signal is answered (tests wait for this line before they send one).
-logger.debug({ pid: process.pid, node: process.version }, `starting ${what}`);
+export function describeStart(argv: readonly string[]): StartupGuard {
+  const command = argv[0];
+  const isJob = command !== undefined && !command.startsWith('-') && !(CONTAINER_COMMANDS as readonly string[]).includes(command);
+  return {
+    what: command === undefined ? 'the server' : isJob ? `job ${command}` : `command ${command}`,
+    code: command === undefined ? EXIT.ok : isJob ? EXIT.interrupted : EXIT.failure,
+  };
+}
 
-export function releaseStartupGuard(): void {
-  for (const sig of ['SIGTERM', 'SIGINT'] as const) process.removeListener(sig, onSignal);
+function line(level: 'debug' | 'warn', fields: Record<string, unknown>, msg: string): void {
+  const threshold = LEVELS[process.env.LOG_LEVEL ?? 'info'] ?? LEVELS.info!;
+  if (LEVELS[level]! < threshold) return;
+  const text = JSON.stringify({ level, time: new Date().toISOString(), service: 'ecs-saas-backend', mode: 'startup', ...fields, msg });
+  try {
+    writeSync(1, `${text}\n`);
+  } catch {
+    // stdout closed or full: the exit code still tells.
+  }
+}
+
+/** Makes the start-up default the owner of shutdown signals, and says so at debug level. */
+export function guardStartup(argv: readonly string[] = process.argv.slice(2)): void {
+  const { what, code } = describeStart(argv);
+  const isCommand = what.startsWith('command ');
+  takeSignals((signal) => {
+    const done = isCommand ? `during ${what}; it did not finish` : `while ${what} was starting; nothing was started`;
+    line('warn', { signal, exitCode: code }, `received ${signal} ${done}, exiting ${code}`);
+    process.exit(code);
+  });
+  // From here on a signal is answered (tests wait for this line before they send one).
+  line('debug', { pid: process.pid, node: process.version }, `starting ${what}`);
 }

@@ -1,8 +1,9 @@
 /**
  * Who a query runs for, enforced by Postgres (app/migrations/*_security.sql).
  *
- * Every query of a request runs under the role `ecs_saas_app` (no BYPASSRLS, owns nothing, so
- * every row-level policy binds it), with the caller's identity set for that transaction only
+ * Every query of a request runs under the role `ecs_saas_app`, or `ecs_saas_operator` for the
+ * operator (no BYPASSRLS, own nothing, so every row-level policy binds them), with the
+ * caller's identity set for that transaction only
  * (`SET LOCAL ROLE`, `set_config(..., true)`). Whatever SQL runs there sees only the rows the
  * policies allow: an account's own, or everything for the operator. Both settings end with
  * the transaction, so a pooled connection carries nothing over to its next user, and a
@@ -14,8 +15,14 @@
 import type pg from 'pg';
 import type { Pool } from './db.js';
 
-/** The role the policies bind; created by the security migration. */
+/** The role the policies bind for an account; created by the security migration. */
 export const APP_ROLE = 'ecs_saas_app';
+/**
+ * The operator's role: bound by row-level security too, with policies that let it see every
+ * row. Its own role rather than a setting tested on every row, so the planner knows its
+ * queries see every row (app/migrations/*_operator-role.sql says what that saves).
+ */
+export const OPERATOR_ROLE = 'ecs_saas_operator';
 
 export type Identity =
   | { readonly kind: 'operator' }
@@ -132,7 +139,7 @@ function preamble(identity: Identity): string {
     account = "''";
   }
   const operator = identity.kind === 'operator' ? 'on' : 'off';
-  return `SET LOCAL ROLE ${APP_ROLE}; SELECT set_config('app.account_id', ${account}, true) AS account_id, set_config('app.operator', '${operator}', true)`;
+  return `SET LOCAL ROLE ${identity.kind === 'operator' ? OPERATOR_ROLE : APP_ROLE}; SELECT set_config('app.account_id', ${account}, true) AS account_id, set_config('app.operator', '${operator}', true)`;
 }
 
 function resolveKey(identity: Identity, result: pg.QueryResult): void {

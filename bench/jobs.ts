@@ -3,7 +3,7 @@
  *
  *   1. billing-run over 100,000 accounts (the real process, default JOB_BATCH_SIZE) against
  *      one set-based INSERT ... SELECT that writes the same invoices, on the same database,
- *      alternating, median of the rounds. Target: at most 1.5x the statement.
+ *      alternating, median of the rounds. Target: at most 1.15x the statement.
  *   2. The runner's overhead on a no-op job: run lock, job lock, run row, heartbeat and EMF
  *      line, outcome, unlock; in process, many runs. Target: at most 50 ms per run.
  *   3. Process start to the moment the job starts (spawn to "attempt 1 started").
@@ -28,11 +28,19 @@ import { benchPostgres, fmt, median } from './lib.js';
 const ACCOUNTS = Number(process.env.BENCH_ACCOUNTS ?? 100_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const NOOP_RUNS = 200;
+/** billing-run's run against the one statement: the batching and the isolation may cost 15%. */
+const BILLING_TARGET = 1.15;
 const STARTS = 7;
 const SEED_NOW = new Date('2025-03-10T12:00:00Z');
 const SCHEDULED = '2025-03-10T00:15:00.000Z';
 const DAY = '2025-03-09';
 const MAIN = path.resolve('dist/app/main.js');
+/**
+ * Run keys for the no-op and start-up rounds: distinct minutes ending an hour before now. A job
+ * refuses a scheduled time later than now (plus the clock skew), so fixed dates would expire.
+ */
+const PAST_BASE = Math.floor(Date.now() / 60_000) * 60_000 - 3_600_000;
+const pastMinute = (i: number) => new Date(PAST_BASE - i * 60_000);
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
 
@@ -103,9 +111,12 @@ function runMain(args: string[], env: Record<string, string>): Promise<ProcessRu
 
 async function main(): Promise<void> {
   const server = await benchPostgres();
+  let db: pg.Pool | undefined;
   try {
     const url = await server.createDatabase();
-    const db = new pg.Pool({ connectionString: url, max: 2 });
+    db = new pg.Pool({ connectionString: url, max: 2 });
+    // Stopping Postgres under an idle connection emits 'error'; without a listener that kills the process.
+    db.on('error', () => {});
     await migrate(db, pino({ level: 'warn' }));
     out(`jobs benchmark: ${ACCOUNTS.toLocaleString('en-US')} accounts, ${ROUNDS} rounds; Node ${process.version}, ${os.cpus().length} CPU(s) (${os.cpus()[0]?.model ?? 'unknown'})`);
     let t0 = performance.now();
@@ -149,7 +160,7 @@ async function main(): Promise<void> {
     const billingRatio = median(jobMs) / median(statementMs);
     out(`billing-run, ${expected}`);
     out(`  one INSERT ... SELECT:      ${fmt(median(statementMs), 0)} ms (median)`);
-    out(`  billing-run (its run):      ${fmt(median(jobMs), 0)} ms = ${fmt(billingRatio, 2)}x the statement (target <= 1.5x) ${billingRatio <= 1.5 ? 'OK' : 'MISSED'}`);
+    out(`  billing-run (its run):      ${fmt(median(jobMs), 0)} ms = ${fmt(billingRatio, 2)}x the statement (target <= ${BILLING_TARGET}x) ${billingRatio <= BILLING_TARGET ? 'OK' : 'MISSED'}`);
     out(`  billing-run (whole process): ${fmt(median(jobWallMs), 0)} ms = ${fmt(median(jobWallMs) / median(statementMs), 2)}x, with Node start-up and the pool`);
 
     // 2. The runner around a job that does nothing.
@@ -167,7 +178,7 @@ async function main(): Promise<void> {
         pool,
         config,
         logger,
-        scheduledTime: new Date(Date.UTC(2030, 0, 1) + i * 60_000),
+        scheduledTime: pastMinute(1_000 + i),
         force: false,
         shutdownSignal: shutdown.signal,
       }).run();
@@ -187,16 +198,16 @@ async function main(): Promise<void> {
     const toStart: number[] = [];
     const toFirstLine: number[] = [];
     for (let i = 0; i < STARTS; i++) {
-      const r = await runMain(['data-cleanup', '--scheduled-time', new Date(Date.UTC(2031, 0, 1) + i * 60_000).toISOString()], { DATABASE_URL: url, LOG_LEVEL: 'info' });
+      const r = await runMain(['data-cleanup', '--scheduled-time', pastMinute(i).toISOString()], { DATABASE_URL: url, LOG_LEVEL: 'info' });
       const started = r.lines.find((l) => typeof l.msg === 'string' && l.msg.includes('attempt 1 started'));
-      if (r.code !== 0 || !started) throw new Error(`data-cleanup exited ${r.code}`);
+      if (r.code !== 0 || !started) throw new Error(`data-cleanup exited ${r.code}:\n${r.lines.map((l) => l.msg).join('\n')}`);
       toStart.push(Date.parse(started.time as string) - r.spawnedAt);
       toFirstLine.push(Date.parse(r.lines[0]!.time as string) - r.spawnedAt);
     }
     out(`process start to job start (${STARTS} runs of data-cleanup):`);
     out(`  ${fmt(median(toStart), 0)} ms median to "attempt 1 started" (of which ${fmt(median(toFirstLine), 0)} ms to the first log line: Node, modules, config)`);
-    await db.end();
   } finally {
+    await db?.end();
     await server.stop();
   }
 }

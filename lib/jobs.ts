@@ -6,7 +6,10 @@
  * `node dist/app/main.js <name>` runs it. The table is plain data with no aws-cdk-lib import,
  * so that the container and synth read (and validate) the very same rows.
  */
+import { CONTAINER_COMMANDS } from './commands.js';
 import { longestIntervalMs, parseSchedule, shortestIntervalMs } from './schedule.js';
+
+export { CONTAINER_COMMANDS };
 
 /** What a run does when the previous run of the same job (another scheduled time) is still going. */
 export type OverlapPolicy = 'skip' | 'wait';
@@ -130,11 +133,6 @@ export function fargateMemoryChoices(cpu: number): number[] | undefined {
   return out;
 }
 
-/**
- * The container's own commands (`node dist/app/main.js <command>`): a job cannot take one
- * of these names, or the command would shadow it.
- */
-export const CONTAINER_COMMANDS = ['migrate', 'jobs', 'runs', 'seed'] as const;
 
 const KEBAB = /^[a-z][a-z0-9]*(-[a-z0-9]+)*$/;
 /** EventBridge rule names and ECS family names share a 64-character budget with the stack's prefix. */

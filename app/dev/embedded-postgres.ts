@@ -184,7 +184,10 @@ export interface PostgresHost {
   readonly url: string;
   /** Where the data is (StartEmbeddedPostgres may have moved it to the shared cache). */
   readonly dataDir: string;
-  /** Stops Postgres (deleting a non-persistent cluster's data) and waits for the host to exit. */
+  /**
+   * Stops Postgres (deleting a non-persistent cluster's data) and waits for the host to exit;
+   * or, while other local commands still use it, returns at once and leaves it to them.
+   */
   stop(): Promise<void>;
 }
 
@@ -231,6 +234,7 @@ export async function spawnPostgresHost(options: { dataDir: string; port: number
         host.ref();
         host.channel?.ref();
         host.once('exit', () => resolve());
+        host.once('message', (m) => m === 'kept' && (host.unref(), host.channel?.unref(), resolve()));
         host.send('stop');
       }),
   };

@@ -28,6 +28,7 @@ import { executionConsoleUrl } from '../../lib/job-flow.js';
 import { JOBS } from '../../lib/jobs.js';
 import { EXIT, UsageError } from '../errors.js';
 import { parseIsoTime } from '../jobs/cli.js';
+import { awsSetupAdvice } from './aws-errors.js';
 
 const USAGE = 'Usage: npm run job:aws -- <job> [--scheduled-time ISO] [--wait] [--stage dev|prod | --stack NAME]';
 /** How often --wait asks Step Functions and CloudWatch Logs for news. */
@@ -193,7 +194,14 @@ main(process.argv.slice(2)).catch((err: unknown) => {
     process.exitCode = EXIT.usage;
     return;
   }
-  // An AWS error (credentials, permissions, throttling): its name and message, no stack.
+  // No region or no credentials: what to set (exit 2, as for any other usage error).
+  const advice = awsSetupAdvice(err);
+  if (advice) {
+    process.stderr.write(`${advice}\n`);
+    process.exitCode = EXIT.usage;
+    return;
+  }
+  // Another AWS error (permissions, throttling): its name and message, no stack.
   const e = err as Error;
   process.stderr.write(`job:aws failed: ${e.name}: ${e.message}\n`);
   process.exitCode = EXIT.failure;

@@ -4,9 +4,15 @@
  * Started by `spawnPostgresHost` in its own process group, so the terminal's Ctrl-C reaches
  * the API (which drains) but not Postgres; the launcher stops Postgres after the API has
  * exited. If the parent dies, the IPC channel closes and Postgres is stopped all the same.
+ *
+ * A persistent cluster (the launcher's) is published for the other local commands
+ * (shared-postgres.ts); asked to stop while one of them still uses it, the host lets its
+ * launcher go and stops Postgres once the last user has exited.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { startEmbeddedPostgres } from './embedded-postgres.js';
+import { liveUsers, publish, unpublish } from './shared-postgres.js';
 
 const dataDir = process.env.LOCAL_PG_DATA_DIR ?? '.data/postgres';
 const port = Number(process.env.LOCAL_PG_PORT ?? 54329);
@@ -22,15 +28,33 @@ async function main(): Promise<void> {
   await admin.end();
 
   let stopping = false;
-  const stop = async () => {
+  const stopNow = async () => {
     if (stopping) return;
     stopping = true;
+    if (persistent) unpublish(dataDir, process.pid);
     await handle.stop();
     process.exit(0);
   };
-  process.on('message', (m) => m === 'stop' && void stop());
-  process.on('disconnect', () => void stop());
-  process.on('SIGTERM', () => void stop());
+  let handedOver = false;
+  const stopWhenUnused = async () => {
+    if (handedOver) return;
+    handedOver = true;
+    let users = persistent ? liveUsers(dataDir) : [];
+    if (users.length > 0) {
+      process.stderr.write(`local Postgres stays up while ${users.length === 1 ? 'process' : 'processes'} ${users.join(', ')} ${users.length === 1 ? 'uses' : 'use'} it; it stops when they end\n`);
+      // The launcher may exit now: it waits for 'kept' or for this process's exit.
+      if (process.connected) process.send?.('kept', () => process.disconnect());
+      while (users.length > 0) {
+        await sleep(500);
+        users = liveUsers(dataDir);
+      }
+    }
+    await stopNow();
+  };
+  process.on('message', (m) => m === 'stop' && void stopWhenUnused());
+  process.on('disconnect', () => void stopWhenUnused());
+  process.on('SIGTERM', () => void stopNow());
+  if (persistent) publish(dataDir, { pid: process.pid, adminUrl: handle.url() });
   process.send?.({ url: handle.url(database), dataDir: handle.dataDir, port });
 }
 

@@ -108,7 +108,5 @@ export function awsEnv(endpoints: { sfn?: string; logs?: string; cloudformation?
     AWS_ACCESS_KEY_ID: 'AKIDTEST',
     AWS_SECRET_ACCESS_KEY: 'test-secret',
     AWS_REGION: 'us-east-1',
-    // On Node 20 the SDK warns on stderr that its 2027 releases will need Node 22; the tests read stderr.
-    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
   };
 }

@@ -3,8 +3,10 @@
  * real @aws-sdk/client-sfn, client-cloudwatch-logs and client-cloudformation pointed at local
  * endpoints that speak each service's protocol (test/helpers/aws-json.ts).
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { executionConsoleUrl } from '../../lib/job-flow.js';
 import { AwsError, awsEnv, startFakeCloudFormation, startFakeJsonService, type FakeService } from '../helpers/aws-json.js';
 import { start } from '../helpers/process.js';
@@ -185,5 +187,30 @@ describe('npm run job:aws', () => {
     const out = await jobAws(['billing-run'], awsEnv({ sfn: sfn.url }));
     expect(out.code).toBe(1);
     expect(out.stderr).toBe('job:aws failed: AccessDeniedException: User: arn:aws:iam::123456789012:user/ci is not authorized to perform: states:ListStateMachines\n');
+  });
+
+  describe('without an AWS set-up, says in one line what to set (exit 2), with no stack trace and no SDK warning', () => {
+    // A home with no ~/.aws: nothing for the SDK to find but what each test sets.
+    const home = mkdtempSync(path.join(tmpdir(), 'no-aws-'));
+    afterAll(() => rmSync(home, { recursive: true, force: true }));
+    const bare = (env: Record<string, string>) => ({ HOME: home, AWS_CONFIG_FILE: path.join(home, 'config'), AWS_SHARED_CREDENTIALS_FILE: path.join(home, 'credentials'), ...env });
+
+    it.each([
+      ['no region', {}, 'No AWS region: set AWS_REGION (for example AWS_REGION=eu-west-1), or AWS_PROFILE to a profile in ~/.aws/config that has a region.'],
+      ['no credentials', { AWS_REGION: 'us-east-1' }, 'No AWS credentials: set AWS_PROFILE to a profile in ~/.aws/config (then `aws sso login` if it signs in with SSO), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.'],
+      ['a profile that has none', { AWS_REGION: 'us-east-1', AWS_PROFILE: 'team-dev' }, /^No AWS credentials for the profile "team-dev": run `aws sso login --profile team-dev` if it signs in with SSO, else check its entry in ~\/\.aws\/config and ~\/\.aws\/credentials \(the SDK said: .*\)\.$/],
+    ] as const)('%s', async (_, env, expected) => {
+      const sfn = await startFakeJsonService('AWSStepFunctions', '1.0', { ListStateMachines: () => ({ stateMachines: [] }) });
+      fakes.push(sfn);
+      const out = await jobAws(['billing-run'], bare({ AWS_ENDPOINT_URL_SFN: sfn.url, ...env }));
+      expect(out.code).toBe(2);
+      const lines = out.stderr.trimEnd().split('\n');
+      expect(lines, out.stderr).toHaveLength(1);
+      if (typeof expected === 'string') expect(lines[0]).toBe(expected);
+      else expect(lines[0]).toMatch(expected);
+      expect(out.stdout).toBe('');
+      // Nothing was sent: the SDK signs no request without both.
+      expect(sfn.requests).toEqual([]);
+    }, 60_000);
   });
 });

@@ -1,0 +1,84 @@
+/**
+ * The container's commands, loaded by the entry (app/main.ts) once its start-up guard answers
+ * signals: picks the command from the arguments and runs it.
+ *
+ * Exit codes (app/errors.ts): 0 ok, 1 failure, 2 usage error, 3 job interrupted.
+ */
+import { assertValidJobs, CONTAINER_COMMANDS, InvalidJobsTableError, JOBS } from '../lib/jobs.js';
+import { loadConfig } from './config.js';
+import { UsageError, EXIT } from './errors.js';
+import { createLogger, flushLogs, printError } from './logger.js';
+
+export function usage(): string {
+  return [
+    'Usage: node dist/app/main.js                 run the HTTP API',
+    '       node dist/app/main.js <job> [--scheduled-time ISO] [--force]   run one job and exit',
+    '       node dist/app/main.js migrate         apply the database migrations and exit',
+    '       node dist/app/main.js jobs [--json]   print the jobs: schedule, next runs, Fargate cost',
+    '       node dist/app/main.js runs [<job>] [--limit N]   print the recent job runs',
+    '       node dist/app/main.js seed [--accounts N] [--days D]   migrate, then create demo data',
+    '',
+    `Jobs: ${JOBS.map((j) => j.name).join(', ')}`,
+  ].join('\n');
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  if (command === '--help' || command === '-h') {
+    process.stdout.write(`${usage()}\n`);
+    return;
+  }
+  if (command !== undefined && !CONTAINER_COMMANDS.includes(command as (typeof CONTAINER_COMMANDS)[number]) && !JOBS.some((j) => j.name === command)) {
+    throw new UsageError(
+      `Unknown job "${command}". Known jobs: ${JOBS.map((j) => j.name).join(', ')} (or the commands: ${CONTAINER_COMMANDS.join(', ')}).\n\n${usage()}`,
+      'UNKNOWN_JOB',
+    );
+  }
+  // A job, or the table's listing, runs only from a valid table: an edit that synth would refuse
+  // (a bad schedule, a duplicate name, a timeout longer than the gap) is refused here too, with
+  // every problem named. The server does not read the table.
+  if (command === 'jobs' || JOBS.some((j) => j.name === command)) {
+    try {
+      assertValidJobs(JOBS);
+    } catch (err) {
+      if (err instanceof InvalidJobsTableError) throw new UsageError(err.message);
+      throw err;
+    }
+  }
+  if (command === 'jobs') {
+    // Works without a database: the run lengths then come from a stated assumption.
+    const { runJobsCommand } = await import('./jobs/list.js');
+    await runJobsCommand(rest);
+    return;
+  }
+  const config = loadConfig();
+  if (command === undefined) {
+    const { runServer } = await import('./server.js');
+    await runServer(config);
+  } else if (command === 'migrate') {
+    const { runMigrate } = await import('./server.js');
+    await runMigrate(config);
+  } else if (command === 'runs') {
+    const { runRunsCommand } = await import('./jobs/runs.js');
+    await runRunsCommand(rest, config);
+  } else if (command === 'seed') {
+    const { runSeedCommand } = await import('./seed.js');
+    await runSeedCommand(rest, config);
+  } else {
+    const { runJobCommand } = await import('./jobs/cli.js');
+    await runJobCommand(command, rest, config);
+  }
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof UsageError) {
+    printError(err.message);
+    process.exitCode = EXIT.usage;
+    return;
+  }
+  // Start-up failed before a shutdown coordinator took charge (database down, migration failed).
+  const logger = createLogger(process.env.LOG_LEVEL ?? 'info');
+  logger.fatal({ err: (err as Error)?.message, stack: (err as Error)?.stack }, `start-up failed: ${(err as Error)?.message ?? String(err)}`);
+  flushLogs();
+  process.exit(EXIT.failure);
+});

@@ -1,0 +1,126 @@
+/**
+ * One attempt of a run: the handler's context, the heartbeat that proves the run lock is
+ * still held, the injected faults of the tests, and the grace a stopping handler is given.
+ */
+import type { PoolClient } from '../db.js';
+import { isConnectionError } from '../db.js';
+import type { Logger } from '../logger.js';
+import { errorText } from '../shutdown.js';
+import type { JobContext } from './handler.js';
+import { Stop, stopOf } from './outcome.js';
+import { formatProgress } from './progress.js';
+import type { RunState } from './run-state.js';
+
+/**
+ * After SIGTERM or the timeout, the handler has this share of SHUTDOWN_TIMEOUT_MS to finish
+ * its batch; the rest records the run, releases the locks and closes the pool.
+ */
+export const STOP_GRACE_SHARE = 0.75;
+
+export type Attempt =
+  | { kind: 'succeeded'; summary: Record<string, unknown> }
+  | { kind: 'stopped'; stop: Stop }
+  | { kind: 'error'; error: string; disconnected: boolean };
+
+export async function runAttempt(s: RunState, db: PoolClient, runId: string, index: number, checkpoint: unknown, log: Logger): Promise<Attempt> {
+  const lost = new AbortController();
+  const signal = AbortSignal.any([s.stop, lost.signal]);
+  let open = true;
+  s.phase = 'working';
+  s.progress.begin();
+  s.progressLine.start();
+
+  const ctx: JobContext<unknown> = {
+    job: s.job,
+    scheduledTime: s.o.scheduledTime,
+    pool: s.o.pool,
+    config: s.o.config,
+    logger: log,
+    signal,
+    checkpoint,
+    progress: (processed, total) => s.progress.report(processed, total),
+    saveCheckpoint: async (next, processed) => {
+      if (!open) throw new Error('this attempt is over: its checkpoint can no longer change');
+      s.progress.report(processed);
+      await db.query(`UPDATE job_runs SET checkpoint = $2, processed = $3, total = $4, heartbeat_at = now() WHERE id = $1`, [
+        runId,
+        JSON.stringify(next),
+        processed,
+        s.progress.total,
+      ]);
+      s.lastCheckpoint = next;
+    },
+  };
+
+  let beating: Promise<void> | undefined;
+  const beat = async () => {
+    const p = s.progress.snapshot();
+    try {
+      const { rowCount } = await db.query(`UPDATE job_runs SET heartbeat_at = now(), processed = $2, total = $3 WHERE id = $1 AND status = 'running'`, [runId, p.processed, p.total]);
+      if (rowCount !== 1) throw new Error('its row is no longer "running"');
+    } catch (err) {
+      lost.abort(new Stop('lock-lost', `lost the run's lock: the heartbeat failed (${errorText(err)})`));
+      return;
+    }
+    s.metrics.emit(
+      { heartbeat: 1, processed: p.processed },
+      { processed: p.processed, total: p.total, rate: p.rate === null ? null : Math.round(p.rate), etaSeconds: p.etaSeconds === null ? null : Math.round(p.etaSeconds) },
+      `heartbeat: ${formatProgress(p)}`,
+    );
+  };
+  const heartbeat = setInterval(() => {
+    beating ??= beat().finally(() => (beating = undefined));
+  }, s.o.config.HEARTBEAT_INTERVAL_MS);
+  s.metrics.emit({ heartbeat: 1, processed: 0 }, {}, 'heartbeat: started');
+
+  try {
+    const crash = s.o.faults?.crash;
+    if (crash && index === 1) {
+      // Outside any promise chain of the runner, as a bug in a library callback would be.
+      setImmediate(() => {
+        const err = new Error(`injected crash (JOB_FAULT_INJECTION crash=${crash})`);
+        if (crash === 'exception') throw err;
+        void Promise.reject(err);
+      });
+    }
+    const failAttempts = s.o.faults?.failAttempts ?? 0;
+    if (index <= failAttempts) {
+      throw new Error(`injected failure (JOB_FAULT_INJECTION fail-attempts=${Number.isFinite(failAttempts) ? failAttempts : 'all'}): attempt ${index} fails on purpose`);
+    }
+    const summary = await untilStopped(s, s.o.handler.run(ctx), signal);
+    return { kind: 'succeeded', summary };
+  } catch (err) {
+    if (s.stop.aborted) return { kind: 'stopped', stop: stopOf(s.stop) };
+    // The heartbeat found the lock's connection gone, or a statement failed on a lost connection:
+    // no retry may run without the lock, so the runner reconnects and takes it again.
+    if (lost.signal.aborted) return { kind: 'error', error: stopOf(lost.signal).message, disconnected: true };
+    if (isConnectionError(err) || !(await s.locks[0]!.verify())) {
+      return { kind: 'error', error: `lost the database connection: ${errorText(err)}`, disconnected: true };
+    }
+    return { kind: 'error', error: errorText(err), disconnected: false };
+  } finally {
+    open = false;
+    clearInterval(heartbeat);
+    await beating;
+    s.progressLine.stop();
+    s.phase = 'recording the outcome';
+  }
+}
+
+/** The handler's promise, or a rejection once `signal` aborted and the grace period passed without it. */
+function untilStopped<T>(s: RunState, work: Promise<T>, signal: AbortSignal): Promise<T> {
+  const graceMs = Math.floor(s.o.config.SHUTDOWN_TIMEOUT_MS * STOP_GRACE_SHARE);
+  return new Promise<T>((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
+    const onAbort = () => {
+      timer = setTimeout(() => reject(new Error(`the handler did not stop within ${graceMs} ms`)), graceMs);
+    };
+    work.then(resolve, reject).finally(() => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    });
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+

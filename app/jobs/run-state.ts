@@ -1,0 +1,81 @@
+/**
+ * What one run of the runner knows and shares among its parts (the lock protocol, settling
+ * earlier runs, the attempts, reconnecting, the outcome): its options, its log, its progress,
+ * the signal that stops it, the locks of its current session and the run's counters.
+ */
+import type { JobDefinition } from '../../lib/jobs.js';
+import type { Config, JobFaults } from '../config.js';
+import type { Pool } from '../db.js';
+import { AdvisoryLock } from '../lock.js';
+import type { Logger } from '../logger.js';
+import { JobMetrics } from './emf.js';
+import { Progress, ProgressLine } from './progress.js';
+import type { AnyJobHandler } from './registry.js';
+import { runLocation, type RunLocation } from './where.js';
+
+export interface RunnerOptions {
+  readonly job: JobDefinition;
+  readonly handler: AnyJobHandler;
+  readonly pool: Pool;
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly scheduledTime: Date;
+  /** Run even when the run key already succeeded, from scratch. */
+  readonly force: boolean;
+  /** Aborts when the process starts to shut down (SIGTERM/SIGINT). */
+  readonly shutdownSignal: AbortSignal;
+  readonly faults?: JobFaults;
+  /** Replaced in tests; the ECS task or the hostname. */
+  readonly location?: Promise<RunLocation>;
+}
+
+export class RunState {
+  readonly job: JobDefinition;
+  /** The scheduled time as ISO-8601: half of the run key. */
+  readonly iso: string;
+  readonly period: string;
+  readonly log: Logger;
+  readonly metrics: JobMetrics;
+  readonly progress = new Progress();
+  readonly progressLine: ProgressLine;
+  readonly location: Promise<RunLocation>;
+  /** The current session's locks: the run lock first, then the job lock. */
+  locks: AdvisoryLock[] = [];
+  startedAt = 0;
+  /** The row of the latest attempt (or of the failure recorded before any), once there is one. */
+  runId: string | undefined;
+  /** Attempts made in this process, across reconnections. */
+  attemptsMade = 0;
+  lastCheckpoint: unknown;
+  /** What the run is doing, for the shutdown deadline's log line. */
+  phase = 'starting';
+
+  constructor(
+    readonly o: RunnerOptions,
+    /** Aborts on shutdown or timeout: the whole run stops. */
+    readonly stop: AbortSignal,
+  ) {
+    this.job = o.job;
+    this.iso = o.scheduledTime.toISOString();
+    this.period = o.handler.describePeriod(o.scheduledTime);
+    this.log = o.logger.child({ scheduledTime: this.iso });
+    this.metrics = new JobMetrics(o.logger, o.config.METRICS_NAMESPACE, o.job.name);
+    this.progressLine = new ProgressLine(o.job.name, this.progress);
+    this.location = o.location ?? runLocation();
+  }
+
+  get timeoutMs(): number {
+    return this.o.faults?.timeoutMs ?? this.job.timeoutSeconds * 1_000;
+  }
+
+  /** A lock of the current session, on its own connection (released when the session ends). */
+  lock(name: string): AdvisoryLock {
+    const lock = new AdvisoryLock(this.o.pool, name, this.log);
+    this.locks.push(lock);
+    return lock;
+  }
+
+  elapsedMs(): number {
+    return Math.round(performance.now() - this.startedAt);
+  }
+}
