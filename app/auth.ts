@@ -51,7 +51,8 @@ export function authenticate(adminKey: string | undefined): (req: Request, res: 
   return (req, res, next) => {
     const header = req.headers.authorization;
     if (header === undefined) throw unauthorized('Authorization required: send Authorization: Bearer <API key>');
-    const match = /^Bearer ([\x21-\x7e]{1,512})$/.exec(header);
+    // The scheme is case-insensitive (RFC 9110, section 11.1), and may be followed by more than one space.
+    const match = /^bearer +([\x21-\x7e]{1,512})$/i.exec(header);
     if (!match) throw unauthorized('Malformed Authorization header: expected Bearer <API key>');
     const key = match[1]!;
     const digest = sha256(key);
@@ -67,13 +68,18 @@ export function authenticate(adminKey: string | undefined): (req: Request, res: 
 }
 
 /**
- * Whether the caller's key is live, for an answer given before any query ran (a 400, a 403,
- * a 404 for a route): a caller whose key matches nothing must get 401 there too.
+ * Whether the caller's key is live, checked before a body is read and for an answer given
+ * before any query ran (a 400, a 403, a 404 for a route): a caller whose key matches nothing
+ * gets 401 there too. A live key's account is kept on the identity; every later query still
+ * checks the key, so a revocation in between is seen.
  */
 export async function keyIsLive(pool: Pool, identity: Identity | undefined): Promise<boolean> {
   if (identity?.kind !== 'key' || identity.accountId !== undefined) return true;
-  const { rows } = await pool.query<{ live: boolean }>({ name: 'api-key-live', text: 'SELECT api_key_account($1) IS NOT NULL AS live', values: [identity.hash] });
-  return rows[0]!.live;
+  const { rows } = await pool.query<{ account: string | null }>({ name: 'api-key-account', text: 'SELECT api_key_account($1)::text AS account', values: [identity.hash] });
+  const account = rows[0]!.account;
+  if (account === null) return false;
+  identity.accountId = account;
+  return true;
 }
 
 export function identityOf(res: Response): Identity {

@@ -12,7 +12,7 @@
  * - The database (`GET /readyz`, and a probe every DATABASE_PROBE_MS that writes the
  *   DatabaseUnavailable EMF metric the stack's alarm reads): for monitoring and a human.
  */
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { SERVICE_METRICS } from '../lib/metrics.js';
 import type { Pool } from './db.js';
 import { emf } from './jobs/emf.js';
@@ -43,7 +43,7 @@ export interface DatabaseState {
 }
 
 export class Health {
-  private readonly loopDelay: IntervalHistogram = monitorEventLoopDelay({ resolution: 20 });
+  private readonly loopDelay: ReturnType<typeof monitorEventLoopDelay> = monitorEventLoopDelay({ resolution: 20 });
   /** The last time a connection came back to the pool, or the pool had one to spare. */
   private poolMovedAt = performance.now();
   private probeTimer: NodeJS.Timeout | undefined;

@@ -17,6 +17,10 @@
  * bytes of earlier answers, so the client sees the connection close on a request that did
  * not run, which is safe to retry. Idle sockets close the same way, after one more full poll
  * of the event loop so that a request whose bytes had already arrived is still served.
+ *
+ * Pipelined requests dispatched before the drain all run, so all are answered: only the last
+ * of a socket's responses carries `Connection: close`, since Node ends the socket after the
+ * response that says so and would drop the answers queued behind it.
  */
 import http from 'node:http';
 import net, { type AddressInfo, type Socket } from 'node:net';
@@ -97,8 +101,11 @@ export class DrainableServer {
     for (const [socket, active] of this.sockets) {
       if (active.size === 0) continue;
       this.closing.add(socket);
-      // Node then closes the socket after the response, and the client sends no new request on it.
-      for (const res of active) if (!res.headersSent) res.setHeader('Connection', 'close');
+      // Only the last request dispatched on the socket says close: Node closes the socket
+      // after the response that says so, and pipelined answers queued behind an earlier one
+      // would be dropped, though their requests ran. The client sends nothing more after it.
+      const last = [...active].at(-1)!;
+      if (!last.headersSent) last.setHeader('Connection', 'close');
     }
     return new Promise((resolve) => {
       // One more full poll: a request whose bytes reached an idle socket before the drain

@@ -5,7 +5,7 @@
  */
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { createTestDatabase, eventually, type TestDatabase } from './helpers/db.js';
 import { startServer } from './helpers/process.js';
 
 const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
@@ -109,7 +109,7 @@ describe('slow clients', () => {
     await new Promise((r) => setTimeout(r, 2_500));
     expect(socket.destroyed).toBe(false);
     socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
-    await new Promise((r) => setTimeout(r, 500));
+    await eventually(async () => answers.length === 2, 10_000);
     expect(answers).toEqual(['HTTP/1.1 200 OK', 'HTTP/1.1 200 OK']);
     socket.destroy();
   });

@@ -125,7 +125,8 @@ describe('tenant isolation', () => {
       expect({ path, status: (await call(a.key, 'GET', path)).status }).toEqual({ path, status: 404 });
     }
     expect((await call(a.key, 'POST', `/accounts/${b.id}/usage`, { metric: 'api_calls', quantity: 1 })).status).toBe(404);
-    expect((await call(a.key, 'POST', `/accounts/${b.id}/api-keys`)).status).toBe(404);
+    // Account keys mint no keys at all: 403 whoever's account it names.
+    expect((await call(a.key, 'POST', `/accounts/${b.id}/api-keys`)).status).toBe(403);
     expect((await call(a.key, 'DELETE', `/accounts/${b.id}/api-keys/${b.keyId}`)).status).toBe(404);
     expect((await call(b.key, 'GET', `/accounts/${b.id}`)).status).toBe(200);
 
@@ -199,7 +200,7 @@ describe('account API keys', () => {
 
   it('keeps several keys live, and a revoked key fails at once while the others still work', async () => {
     const a = await newAccount();
-    const second = await call(a.key, 'POST', `/accounts/${a.id}/api-keys`);
+    const second = await admin('POST', `/accounts/${a.id}/api-keys`);
     expect(second.status).toBe(201);
     expect(second.body.key).not.toBe(a.key);
     expect((await call(a.key, 'GET', `/accounts/${a.id}`)).status).toBe(200);
@@ -217,11 +218,12 @@ describe('account API keys', () => {
 describe('usage rules', () => {
   it('answers 422 when an idempotency key comes back with a different payload', async () => {
     const a = await newAccount();
-    const body = { metric: 'api_calls', quantity: 7, occurredAt: '2030-01-01T10:00:00Z', idempotencyKey: 'evt-9' };
+    await db.query(`UPDATE accounts SET created_at = '2026-01-01' WHERE id = $1`, [a.id]);
+    const body = { metric: 'api_calls', quantity: 7, occurredAt: '2026-03-01T10:00:00Z', idempotencyKey: 'evt-9' };
     const first = await call(a.key, 'POST', `/accounts/${a.id}/usage`, body);
     expect(first.status).toBe(201);
     expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, body)).body.id).toBe(first.body.id);
-    for (const changed of [{ quantity: 8 }, { metric: 'storage' }, { occurredAt: '2030-01-01T10:00:01Z' }]) {
+    for (const changed of [{ quantity: 8 }, { metric: 'storage' }, { occurredAt: '2026-03-01T10:00:01Z' }]) {
       const r = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { ...body, ...changed });
       expect(r.status).toBe(422);
       expect(r.body.error).toMatchObject({ code: 'IDEMPOTENCY_KEY_REUSED', message: `Idempotency key "evt-9" was already used with a different payload (usage ${first.body.id})` });
@@ -268,7 +270,7 @@ describe('input that used to answer 500', () => {
     for (const occurredAt of ['0000-01-01T00:00:00Z', '0050-06-01T00:00:00Z', '0099-12-31T23:59:59Z']) {
       const r = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt });
       expect(r.status).toBe(400);
-      expect(r.body.error.message).toBe('Invalid body: occurredAt: must be in 1970 or later');
+      expect(r.body.error.message).toBe('Invalid body: occurredAt: must be in 1970 or later (UTC)');
     }
     expect((await call(a.key, 'GET', `/accounts/${a.id}/usage?from=0000-01-01T00:00:00Z`)).status).toBe(400);
     expect((await call(a.key, 'GET', `/accounts/${a.id}/usage?to=0000-01-01T00:00:00Z`)).status).toBe(400);

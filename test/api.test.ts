@@ -89,7 +89,7 @@ describe('accounts', () => {
 
     const got = await call('GET', `/accounts/${created.body.id}`);
     expect(got.status).toBe(200);
-    expect(got.body).toMatchObject({ id: created.body.id, usage30d: { quantity: 0, lastUsageAt: null } });
+    expect(got.body).toMatchObject({ id: created.body.id, usage30d: { quantity: '0', lastUsageAt: null } });
 
     await call('POST', '/accounts', { name: 'Beta', email: 'b@beta.example' });
     await call('POST', '/accounts', { name: 'Gamma', email: 'g@gamma.example' });
@@ -202,12 +202,12 @@ describe('usage and invoices', () => {
   it('bills a past day once, at the account price, and lists and gets the invoice', async () => {
     const first = await call('POST', `/accounts/${accountId}/invoices`, { periodStart: '2026-03-10' });
     expect(first.status).toBe(201);
-    expect(first.body).toMatchObject({ accountId, periodStart: '2026-03-10', periodEnd: '2026-03-11', quantity: 12, amountCents: 24 });
+    expect(first.body).toMatchObject({ accountId, periodStart: '2026-03-10', periodEnd: '2026-03-11', quantity: '12', amountCents: '24' });
     const again = await call('POST', `/accounts/${accountId}/invoices`, { periodStart: '2026-03-10' });
     expect(again.status).toBe(200);
     expect(again.body.id).toBe(first.body.id);
     const zero = await call('POST', `/accounts/${accountId}/invoices`, { periodStart: '2026-02-01' });
-    expect(zero.body).toMatchObject({ quantity: 0, amountCents: 0 });
+    expect(zero.body).toMatchObject({ quantity: '0', amountCents: '0' });
 
     const list = await call('GET', `/accounts/${accountId}/invoices`);
     expect(list.body.items).toHaveLength(2);

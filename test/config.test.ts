@@ -30,6 +30,13 @@ describe('configuration', () => {
     expect(bad).not.toThrow(/hunter2|short-s3cret/);
   });
 
+  it('refuses an admin key with too little variety: 32 copies of one character is no secret', () => {
+    for (const key of ['a'.repeat(32), 'ab'.repeat(32), 'abcdefg'.repeat(5)]) {
+      expect(() => loadConfig({ ...DB, ADMIN_API_KEY: key })).toThrow(/ADMIN_API_KEY="\(hidden\)": accepts a random key of at least 8 distinct characters \(for example: openssl rand -base64 48\)/);
+    }
+    expect(loadConfig({ ...DB, ADMIN_API_KEY: '0123456789abcdef0123456789abcdef' }).ADMIN_API_KEY).toBeDefined();
+  });
+
   it('builds the connection from the database secret fields when DATABASE_URL is unset', () => {
     const c = loadConfig({ DB_HOST: 'db.internal', DB_PORT: '6543', DB_NAME: 'app', DB_USER: 'svc', DB_PASSWORD: 's3cret', DB_SSL: 'verify' });
     expect(c.database).toEqual({ host: 'db.internal', port: 6543, database: 'app', user: 'svc', password: 's3cret', ssl: { rejectUnauthorized: true } });

@@ -51,7 +51,7 @@ describe('database trouble', () => {
   });
 
   it('a terminated backend and a pool with no free connection are connection lost', async () => {
-    const pool = new pg.Pool({ connectionString: db.url, max: 1, connectionTimeoutMillis: 50 });
+    const pool = new pg.Pool({ connectionString: db.url, max: 1, connectionTimeoutMillis: 1_500 });
     try {
       const held = await pool.connect();
       const waited = await pool.connect().then((c) => c.release(), (e: unknown) => e);

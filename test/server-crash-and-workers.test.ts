@@ -94,8 +94,8 @@ describe('the in-process worker', () => {
     const account = await (await fetch(`${server.url}/accounts`, { method: 'POST', headers: { 'content-type': 'application/json', ...admin }, body: JSON.stringify({ name: 'Worker Co', email: 'ops@worker.example' }) })).json() as { id: string };
     await fetch(`${server.url}/accounts/${account.id}/usage`, { method: 'POST', headers: { 'content-type': 'application/json', ...admin }, body: JSON.stringify({ metric: 'api_calls', quantity: 42 }) });
     const shown = await eventually(async () => {
-      const body = (await (await fetch(`${server.url}/accounts/${account.id}`, { headers: admin })).json()) as { usage30d: { quantity: number } };
-      return body.usage30d.quantity === 42;
+      const body = (await (await fetch(`${server.url}/accounts/${account.id}`, { headers: admin })).json()) as { usage30d: { quantity: string } };
+      return body.usage30d.quantity === '42';
     }, 3000);
     expect(shown).toBe(true);
     server.kill('SIGTERM');

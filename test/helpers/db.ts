@@ -25,10 +25,22 @@ function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
+/**
+ * A client that survives its session being ended while idle (a restart, pg_terminate_backend,
+ * DROP DATABASE ... WITH (FORCE)): pg emits such an error as an 'error' event, which with no
+ * listener would crash the test worker. A query in flight rejects with the error itself, and
+ * the next query on a dead client rejects too, so nothing is hidden from the test.
+ */
+export function newClient(config: pg.ClientConfig): pg.Client {
+  const client = new pg.Client(config);
+  client.on('error', () => {});
+  return client;
+}
+
 /** `withClient` for the database at `url`: a client of its own per call, closed afterwards. */
 export function clientOf(url: string): <T>(fn: (client: pg.Client) => Promise<T>) => Promise<T> {
   return async (fn) => {
-    const client = new pg.Client({ connectionString: url, application_name: 'test-helper' });
+    const client = newClient({ connectionString: url, application_name: 'test-helper' });
     await client.connect();
     try {
       return await fn(client);
@@ -39,7 +51,7 @@ export function clientOf(url: string): <T>(fn: (client: pg.Client) => Promise<T>
 }
 
 async function withAdmin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client(inject('adminDatabaseUrl'));
+  const client = newClient({ connectionString: inject('adminDatabaseUrl') });
   await client.connect();
   try {
     return await fn(client);

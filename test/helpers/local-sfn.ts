@@ -14,16 +14,6 @@ import { expect } from 'vitest';
 import { STATE } from '../../lib/job-flow.js';
 import { MAIN, start, type Proc } from './process.js';
 
-// aws-local-stepfunctions 3 asks for Node 22 for one API, Promise.withResolvers (its Task
-// timeout); this machine and CI run Node 20, so the tests provide it.
-const withResolvers = <T>() => {
-  let resolve!: (value: T) => void;
-  let reject!: (reason?: unknown) => void;
-  const promise = new Promise<T>((res, rej) => ((resolve = res), (reject = rej)));
-  return { promise, resolve, reject };
-};
-(Promise as unknown as { withResolvers: typeof withResolvers }).withResolvers ??= withResolvers;
-
 export const REGION = 'us-east-1';
 export const ACCOUNT = '123456789012';
 

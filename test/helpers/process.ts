@@ -69,7 +69,7 @@ export function start(args: string[], env: Record<string, string | undefined>, c
     stdout: () => out,
     stderr: () => err,
     exited,
-    waitForLog(pred, timeoutMs = 15_000) {
+    waitForLog(pred, timeoutMs = 60_000) {
       const seen = logs.find(pred);
       if (seen) return Promise.resolve(seen);
       return new Promise((resolve, reject) => {
@@ -102,7 +102,7 @@ export async function startServer(env: Record<string, string | undefined>): Prom
 }
 
 /** Runs `node <MAIN> ...args` to completion. */
-export async function run(args: string[], env: Record<string, string | undefined>, timeoutMs = 60_000): Promise<{ code: number; stdout: string; stderr: string; logs: LogLine[] }> {
+export async function run(args: string[], env: Record<string, string | undefined>, timeoutMs = 120_000): Promise<{ code: number; stdout: string; stderr: string; logs: LogLine[] }> {
   const proc = start(args, env);
   const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
   const { code } = await proc.exited;

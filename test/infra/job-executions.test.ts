@@ -10,13 +10,12 @@ import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sns from 'aws-cdk-lib/aws-sns';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lockKey } from '../../app/lock.js';
 import { EXECUTION_ERROR, RETRY_PATH, SUCCESS_PATH, rerunCommand, stateTransitions } from '../../lib/job-flow.js';
 import { JOBS, taskRetriesOf, type JobDefinition } from '../../lib/jobs.js';
 import { ScheduledJobs, type ScheduledJobsProps } from '../../lib/constructs/scheduled-jobs.js';
-import { createTestDatabase, eventually, type TestDatabase } from '../helpers/db.js';
+import { createTestDatabase, eventually, newClient, type TestDatabase } from '../helpers/db.js';
 import { expectNothingLeft, expectOneInvoicePerActiveAccount, jobEnv, jobRuns, NIGHTLY_TIME, seed } from '../helpers/jobs.js';
 import { executeLocally, synthesizedJob, type SynthesizedJob } from '../helpers/local-sfn.js';
 import { snsEnv, startFakeSns, type FakeSns } from '../helpers/sns.js';
@@ -197,7 +196,7 @@ describe('the backstop timeout', () => {
     const short = synthesize({ ...BILLING, timeoutSeconds: 1 }, { stopTimeout: Duration.seconds(2), taskStartAllowance: Duration.seconds(1) });
     expect(short.definition.States.RunTask.TimeoutSeconds).toBe(4);
     // The container runs the real table (45 min), and waits (overlap: wait) for the job lock held here: it hangs.
-    const holder = new pg.Client({ connectionString: db.url });
+    const holder = newClient({ connectionString: db.url });
     await holder.connect();
     await holder.query('SELECT pg_advisory_lock($1)', [lockKey('job:billing-run')]);
     try {

@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { repeat } from '../helpers/repeat.js';
 import {
   NIGHTLY_TIME,
   expectNothingLeft,
@@ -151,16 +152,21 @@ describe('a `running` row whose lock is free', () => {
       `INSERT INTO job_runs (job, scheduled_time, status, attempt, ran_on) VALUES ('billing-run', $1, 'running', 1, 'a-live-task') RETURNING id::text`,
       [NIGHTLY_TIME],
     );
-    const beat = setInterval(() => void db.query(`UPDATE job_runs SET heartbeat_at = now() WHERE id = $1`, [row!.id]), 50);
-    try {
-      const r = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME]);
-      expect(r.code).toBe(0);
-      expect(r.logs.find((l) => l.outcome === 'already-running')?.msg).toBe(
-        `already running: run #${row!.id} of this run key still beats its heartbeat, though its lock is free; exiting 0`,
-      );
-    } finally {
-      clearInterval(beat);
-    }
+    // The fake live process beats every 100 ms on a connection of its own. The job's heartbeat
+    // interval of 1 s makes the row stale only after 3 s without a beat, so a loaded machine
+    // that delays a beat cannot make the live run look abandoned.
+    await db.withClient(async (beater) => {
+      const beat = repeat(() => beater.query(`UPDATE job_runs SET heartbeat_at = now() WHERE id = $1`, [row!.id]), 100);
+      try {
+        const r = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], { HEARTBEAT_INTERVAL_MS: '1000' });
+        expect(r.code).toBe(0);
+        expect(r.logs.find((l) => l.outcome === 'already-running')?.msg).toBe(
+          `already running: run #${row!.id} of this run key still beats its heartbeat, though its lock is free; exiting 0`,
+        );
+      } finally {
+        await beat.stop();
+      }
+    });
     expect(await jobRuns(db, 'billing-run')).toMatchObject([{ id: row!.id, status: 'running' }]);
     expect((await invoiceCounts(db)).invoices).toBe(0);
     await expectNothingLeft(db);

@@ -5,12 +5,14 @@
  * JOB_FAULT_INJECTION (refused outside NODE_ENV=test) into the real jobs.
  */
 import http from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { AddressInfo } from 'node:net';
+import { EXIT } from '../../app/errors.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from '../../lib/metrics.js';
 import { lockKey } from '../../app/lock.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { NIGHTLY_TIME, emfLines, expectNothingLeft, expectOneInvoicePerActiveAccount, jobRuns, msgs, runJob, seed, startJob } from '../helpers/jobs.js';
+import { createTestDatabase, eventually, type TestDatabase } from '../helpers/db.js';
+import { NIGHTLY_DAY, NIGHTLY_TIME, emfLines, expectNothingLeft, expectOneInvoicePerActiveAccount, invoiceCounts, jobRuns, msgs, runJob, seed, startJob } from '../helpers/jobs.js';
 import { snsEnv, startFakeSns, type FakeSns } from '../helpers/sns.js';
 
 let db: TestDatabase;
@@ -31,26 +33,55 @@ async function reset(): Promise<void> {
 }
 
 describe('the timeout', () => {
-  it('aborts the job, records `failed` with reason "timeout", alerts and exits 1', async () => {
+  it('stops the job at the end of its batch, records `failed` with reason "timeout" and the checkpoint, alerts and exits 1', async () => {
     await reset();
-    const r = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], {
-      JOB_FAULT_INJECTION: 'timeout-ms=400',
-      JOB_BATCH_SIZE: '2',
-      ...snsEnv(sns),
+    const timeoutMs = 2_000;
+    const batch = 2;
+    const eligible = (
+      await db.query<{ id: string }>(
+        `SELECT id::text FROM accounts WHERE status = 'active' AND created_at < ($1::date + 1)::timestamp AT TIME ZONE 'UTC' ORDER BY accounts.id LIMIT $2`,
+        [NIGHTLY_DAY, 2 * batch],
+      )
+    ).map((r) => r.id);
+    // A transaction of the test locks every account after the first batch, so the job's
+    // second batch waits on it: the job cannot end before its timeout however fast or slow
+    // the machine is. The test lets it go once the timeout has certainly passed; the job then
+    // finishes that batch and stops before the next. SHUTDOWN_TIMEOUT_MS gives that batch a
+    // grace of 15 s, far beyond any delay of a loaded machine.
+    const job = await db.withClient(async (holder) => {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM accounts WHERE id > $1::bigint FOR UPDATE', [eligible[batch - 1]]);
+      const proc = startJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], {
+        JOB_FAULT_INJECTION: `timeout-ms=${timeoutMs}`,
+        JOB_BATCH_SIZE: String(batch),
+        SHUTDOWN_TIMEOUT_MS: '20000',
+        ...snsEnv(sns),
+      });
+      try {
+        const started = await proc.waitForLog((l) => l.msg.includes('attempt 1 started'), 30_000);
+        const saved = await eventually(async () => (await jobRuns(db))[0]?.checkpoint != null, 30_000);
+        expect(saved, 'the first batch saved its checkpoint').toBe(true);
+        // The run's clock starts before its attempt does, so the timeout fires by this time;
+        // the extra second covers a timer that a loaded machine runs late.
+        await sleep(Math.max(0, Date.parse(started.time as string) + timeoutMs - Date.now()) + 1_000);
+      } finally {
+        await holder.query('COMMIT');
+      }
+      return proc;
     });
-    expect(r.code).toBe(1);
+    const { code } = await job.exited;
+    expect(code).toBe(1);
     const rows = await jobRuns(db);
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ status: 'failed', attempt: 1, error: 'timeout: the run passed its 0.4 s timeout (lib/jobs.ts)' });
-    expect(rows[0]!.checkpoint).not.toBeNull();
+    expect(rows[0]).toMatchObject({ status: 'failed', attempt: 1, error: 'timeout: the run passed its 2 s timeout (lib/jobs.ts)' });
+    expect(rows[0]!.checkpoint).toMatchObject({ afterAccountId: eligible[2 * batch - 1], inserted: 2 * batch });
+    expect((await invoiceCounts(db)).invoices).toBe(2 * batch);
     // A timeout is final: no retry, one alert.
     expect(sns.messages).toHaveLength(1);
-    expect(sns.messages[0]!.message).toContain('Error:          timeout: the run passed its 0.4 s timeout');
-    const failed = emfLines(r.logs).filter((l) => l[JOB_METRICS.failed] === 1);
+    expect(sns.messages[0]!.message).toContain('Error:          timeout: the run passed its 2 s timeout');
+    const failed = emfLines(job.logs).filter((l) => l[JOB_METRICS.failed] === 1);
     expect(failed).toHaveLength(1);
-    // The clock starts with the process's run, and the job stops at the end of its batch.
-    expect(failed[0]![JOB_METRICS.duration]).toBeGreaterThanOrEqual(400);
-    expect(failed[0]![JOB_METRICS.duration]).toBeLessThan(2_000);
+    expect(failed[0]![JOB_METRICS.duration]).toBeGreaterThanOrEqual(timeoutMs);
     await expectNothingLeft(db);
   });
 });
@@ -155,7 +186,7 @@ describe('the run lock\'s connection dropped mid-run', () => {
       { status: 'succeeded', attempt: 2 },
     ]);
     expect(rows[0]!.checkpoint).not.toBeNull();
-    expect(msgs(job.logs)).toContainEqual(expect.stringMatching(/^reconnecting to the database in \d+ ms \(try 1 of \d+\)/));
+    expect(msgs(job.logs)).toContainEqual(expect.stringMatching(/^reconnecting to the database in \d+ ms \(try 1, \d+ of \d+ ms out of reach\)/));
     expect(job.logs.find((l) => l.msg.startsWith('resuming from the checkpoint'))?.msg).toMatch(/^resuming from the checkpoint of attempt 1 \((failed|abandoned)\)$/);
     expect(sns.messages).toHaveLength(0);
     await expectOneInvoicePerActiveAccount(db);
@@ -227,7 +258,7 @@ describe('a final failure', () => {
     await expectNothingLeft(db);
   });
 
-  it('still exits 1 when SNS is down, and logs that the alert could not be published', async () => {
+  it('exits 4 (failed, not alerted) when SNS is down, so that its execution retries and alerts; logs that the alert could not be published', async () => {
     await reset();
     const closed = http.createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
@@ -238,9 +269,9 @@ describe('a final failure', () => {
       JOB_FAULT_INJECTION: 'fail-attempts=all',
       ...snsEnv({ url: `http://127.0.0.1:${port}` }),
     });
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(EXIT.unalerted);
     expect(r.logs.find((l) => l.msg.startsWith('could not publish the failure alert'))?.msg).toMatch(
-      /^could not publish the failure alert to arn:aws:sns:us-east-1:123456789012:job-alerts: .+; the run still exits 1$/,
+      /^could not publish the failure alert to arn:aws:sns:us-east-1:123456789012:job-alerts: .+; the run exits 4 \(failed, not alerted\), so its execution retries it and then alerts$/,
     );
     expect((await jobRuns(db)).map((x) => x.status)).toEqual(['failed', 'failed']);
     await expectNothingLeft(db);

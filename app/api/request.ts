@@ -1,0 +1,128 @@
+/**
+ * What every resource router shares: the zod schemas of ids, pages and dates, `parse` (a 400
+ * naming every bad field), the caller's database access, and the 404 for a missing row.
+ */
+import type { Response } from 'express';
+import { z } from 'zod';
+import { identityOf } from '../auth.js';
+import type { Pool } from '../db.js';
+import { UserError } from '../errors.js';
+import { queryAs, withIdentity, type Queryable } from '../tenancy.js';
+
+export const MAX_PAGE = 100;
+
+export const id = z.string().regex(/^[1-9]\d{0,17}$/, { message: 'must be a positive whole number' });
+
+/**
+ * Instants before 1970 (UTC) are refused: nothing was metered then, and JavaScript's Date.UTC
+ * reads years 0-99 as 1900-1999, which would move such a date silently. Postgres has no year 0.
+ */
+export const MIN_YEAR = 1970;
+const EPOCH_MS = Date.UTC(MIN_YEAR, 0, 1);
+/** The widest UTC offset in use (Kiribati, +14:00); Postgres refuses offsets from 16:00 on (SQLSTATE 22009). */
+export const MAX_OFFSET_HOURS = 14;
+const yearMessage = { message: `must be in ${MIN_YEAR} or later (UTC)` };
+
+function offsetMinutes(v: string): number {
+  const m = /([+-])(\d{2}):(\d{2})$/.exec(v);
+  return m ? Number(m[2]) * 60 + Number(m[3]) : 0;
+}
+
+export const timestamp = z.iso
+  .datetime({ offset: true })
+  .refine((v) => offsetMinutes(v) <= MAX_OFFSET_HOURS * 60, { message: `must have a UTC offset between -${MAX_OFFSET_HOURS}:00 and +${MAX_OFFSET_HOURS}:00` })
+  .refine((v) => Date.parse(v) >= EPOCH_MS, yearMessage);
+
+export const isoDay = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/, { message: 'must be a date YYYY-MM-DD' })
+  .refine((v) => !Number.isNaN(Date.parse(`${v}T00:00:00Z`)) && new Date(`${v}T00:00:00Z`).toISOString().startsWith(v), { message: 'must be a real calendar date' })
+  .refine((v) => Date.parse(`${v}T00:00:00Z`) >= EPOCH_MS, yearMessage);
+
+export const page = z.object({
+  limit: z.coerce.number().int().min(1).max(MAX_PAGE).default(20),
+  after: id.optional(),
+});
+export const accountPath = z.object({ id });
+
+/** A page of rows, and the cursor of the next one (null on the last page). */
+export function pageOf<T extends { id: string }>(rows: T[], limit: number): { items: T[]; next: string | null } {
+  return { items: rows, next: rows.length === limit ? rows.at(-1)!.id : null };
+}
+
+type Where = 'body' | 'query' | 'path';
+
+/** Parses `input` with `schema`, or throws a 400 naming every bad field. */
+export function parse<T extends z.ZodType>(schema: T, input: unknown, where: Where): z.infer<T> {
+  if (where === 'body' && (input === undefined || input === null || typeof input !== 'object' || Array.isArray(input))) {
+    throw new UserError('VALIDATION_FAILED', 'Request body must be a JSON object', 400);
+  }
+  const nul = nulAt(input);
+  if (nul !== undefined) {
+    const field = nul.length ? nul.join('.') : where;
+    throw new UserError('VALIDATION_FAILED', `Invalid ${where}: ${field}: must not contain a NUL character`, 400, { fields: [{ field, message: 'must not contain a NUL character' }] });
+  }
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const fields = result.error.issues.map((issue) => ({
+    field: issue.path.length ? issue.path.join('.') : issue.code === 'unrecognized_keys' ? issue.keys.join(', ') : where,
+    message: issue.code === 'unrecognized_keys' ? 'is not a known field' : issue.message,
+  }));
+  const summary = fields.map((f) => `${f.field}: ${f.message}`).join('; ');
+  throw new UserError('VALIDATION_FAILED', `Invalid ${where}: ${summary}`, 400, { fields });
+}
+
+/**
+ * The path to the first string (or key) holding U+0000, which Postgres text cannot store.
+ * Iterative, and linear in the values visited: each entry keeps a link to its parent, and a
+ * path is built only for the one value found.
+ */
+export function nulAt(root: unknown): (string | number)[] | undefined {
+  interface Entry { readonly value: unknown; readonly key: string | number | undefined; readonly parent: Entry | undefined }
+  const pathOf = (e: Entry | undefined): (string | number)[] => {
+    const path: (string | number)[] = [];
+    for (let at = e; at?.key !== undefined; at = at.parent) path.push(at.key);
+    return path.reverse();
+  };
+  const stack: Entry[] = [{ value: root, key: undefined, parent: undefined }];
+  while (stack.length > 0) {
+    const entry = stack.pop()!;
+    const { value } = entry;
+    if (typeof value === 'string') {
+      if (value.includes('\0')) return pathOf(entry);
+    } else if (value !== null && typeof value === 'object') {
+      for (const k of Object.keys(value)) {
+        const child: Entry = { value: (value as Record<string, unknown>)[k], key: Array.isArray(value) ? Number(k) : k, parent: entry };
+        if (k.includes('\0')) return pathOf(child);
+        stack.push(child);
+      }
+    }
+  }
+  return undefined;
+}
+
+export function found<T>(row: T | undefined, what: string, key: string): T {
+  if (row === undefined) throw new UserError('NOT_FOUND', `No ${what} ${key}`, 404);
+  return row;
+}
+
+/** The caller's view of the database: its SQL runs under its identity (app/tenancy.ts). */
+export interface CallerDb {
+  /** Runs `fn`'s SQL as the caller, in one transaction. */
+  as<T>(res: Response, fn: (db: Queryable) => Promise<T>): Promise<T>;
+  /** One read-only statement as the caller, in one round trip (authentication included). */
+  read(res: Response, sql: string, params: readonly unknown[]): Promise<Record<string, any>[]>;
+}
+
+export function callerDb(pool: Pool): CallerDb {
+  return {
+    as: (res, fn) => withIdentity(pool, identityOf(res), fn),
+    read: (res, sql, params) => queryAs<Record<string, any>>(pool, identityOf(res), sql, params),
+  };
+}
+
+/** The account's status, or a 404 when the caller cannot see it. `lock` is a row lock clause. */
+export async function requireAccount(db: Queryable, accountId: string, lock = ''): Promise<{ status: string; createdAt: Date }> {
+  const { rows } = await db.query<{ status: string; createdAt: Date }>(`SELECT status, created_at AS "createdAt" FROM accounts WHERE id = $1 ${lock}`, [accountId]);
+  return found(rows[0], 'account', accountId);
+}

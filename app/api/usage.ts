@@ -1,0 +1,113 @@
+/**
+ * Usage events: an account reports them, and reads them back a page at a time.
+ *
+ * Usage the account would never be billed for is refused, so nothing is stored that no
+ * invoice will ever count: dated before the account was created (422), further ahead of the
+ * server's clock than MAX_FUTURE_SKEW_MS (422), or on a UTC day that already has the
+ * account's invoice (409: an invoice is final). A retry with the same idempotency key
+ * answers the original row (200) when the payload is the same, and 422 when it differs
+ * (Stripe's rule).
+ */
+import { Router } from 'express';
+import { z } from 'zod';
+import { MAX_USAGE_QUANTITY } from '../billing.js';
+import { UserError } from '../errors.js';
+import type { Queryable } from '../tenancy.js';
+import { accountPath, page, pageOf, parse, requireAccount, timestamp, type CallerDb } from './request.js';
+
+/**
+ * How far ahead of the server's clock a usage event may be dated: the 5 minutes AWS allows
+ * a signed request's clock (SigV4). An event is reported after it happened; a date further
+ * ahead is a wrong clock or a typo (9999), and would sit unbilled until that day.
+ */
+export const MAX_FUTURE_SKEW_MS = 5 * 60_000;
+
+export const newUsage = z.strictObject({
+  metric: z.string().regex(/^[a-z][a-z0-9_.]{0,63}$/, { message: 'must be lower-case letters, digits, "_" or ".", starting with a letter' }),
+  quantity: z.number().int().min(0).max(MAX_USAGE_QUANTITY),
+  occurredAt: timestamp.optional(),
+  idempotencyKey: z.string().min(1).max(200).optional(),
+});
+export const usageQuery = page.extend({ from: timestamp.optional(), to: timestamp.optional() });
+
+/** A usage event as the API answers it. */
+export const usageEvent = z.strictObject({
+  id: z.string(),
+  accountId: z.string(),
+  metric: z.string(),
+  quantity: z.number().int().min(0),
+  occurredAt: z.iso.datetime(),
+  idempotencyKey: z.string().nullable(),
+});
+
+// quantity is one event's, at most MAX_USAGE_QUANTITY: an exact JSON integer.
+const USAGE_COLUMNS = `id::text AS id, account_id::text AS "accountId", metric, quantity::float8 AS quantity, occurred_at AS "occurredAt", idempotency_key AS "idempotencyKey"`;
+
+type NewUsage = z.infer<typeof newUsage>;
+
+export function usageRouter(db: CallerDb): Router {
+  const router = Router();
+  router.get('/accounts/:id/usage', async (req, res) => {
+    const { id: accountId } = parse(accountPath, req.params, 'path');
+    const q = parse(usageQuery, req.query, 'query');
+    const rows = await db.as(res, async (c) => {
+      await requireAccount(c, accountId);
+      const result = await c.query(
+        `SELECT ${USAGE_COLUMNS} FROM usage
+         WHERE account_id = $1 AND id > $2 AND occurred_at >= coalesce($3::timestamptz, '-infinity') AND occurred_at < coalesce($4::timestamptz, 'infinity')
+         ORDER BY usage.id LIMIT $5`,
+        [accountId, q.after ?? '0', q.from ?? null, q.to ?? null, q.limit],
+      );
+      return result.rows;
+    });
+    res.json(pageOf(rows, q.limit));
+  });
+
+  router.post('/accounts/:id/usage', async (req, res) => {
+    const { id: accountId } = parse(accountPath, req.params, 'path');
+    const body = parse(newUsage, req.body, 'body');
+    if (body.occurredAt !== undefined && Date.parse(body.occurredAt) > Date.now() + MAX_FUTURE_SKEW_MS) {
+      throw notBillable(`occurredAt ${body.occurredAt} is more than ${MAX_FUTURE_SKEW_MS / 60_000} minutes ahead of the server's clock; report usage once it has happened`);
+    }
+    const { status, row } = await db.as(res, (c) => recordUsage(c, accountId, body));
+    res.status(status).json(row);
+  });
+  return router;
+}
+
+function notBillable(message: string): UserError {
+  return new UserError('USAGE_NOT_BILLABLE', message, 422, { field: 'occurredAt' });
+}
+
+async function recordUsage(db: Queryable, accountId: string, body: NewUsage): Promise<{ status: number; row: unknown }> {
+  // FOR SHARE: billing locks the account before it sums the day (app/billing.ts), so this
+  // report either commits before that sum or sees the invoice below.
+  const account = await requireAccount(db, accountId, 'FOR SHARE');
+  if (body.occurredAt !== undefined && Date.parse(body.occurredAt) < account.createdAt.getTime()) {
+    throw notBillable(`occurredAt ${body.occurredAt} is before account ${accountId} was created (${account.createdAt.toISOString()}); no invoice would count it`);
+  }
+  const inserted = await db.query(
+    `INSERT INTO usage (account_id, metric, quantity, occurred_at, idempotency_key)
+     SELECT $1, $2, $3, at, $5 FROM (SELECT coalesce($4::timestamptz, now()) AS at) t
+     WHERE NOT EXISTS (SELECT 1 FROM invoices i WHERE i.account_id = $1 AND i.period_start = (t.at AT TIME ZONE 'UTC')::date)
+     ON CONFLICT (account_id, idempotency_key) DO NOTHING RETURNING ${USAGE_COLUMNS}`,
+    [accountId, body.metric, body.quantity, body.occurredAt ?? null, body.idempotencyKey ?? null],
+  );
+  if (inserted.rows.length > 0) return { status: 201, row: inserted.rows[0] };
+  if (body.idempotencyKey !== undefined) {
+    const { rows } = await db.query(
+      `SELECT ${USAGE_COLUMNS}, (metric = $3 AND quantity = $4 AND ($5::timestamptz IS NULL OR occurred_at = $5::timestamptz)) AS same
+       FROM usage WHERE account_id = $1 AND idempotency_key = $2`,
+      [accountId, body.idempotencyKey, body.metric, body.quantity, body.occurredAt ?? null],
+    );
+    if (rows[0]) {
+      const { same, ...original } = rows[0];
+      if (!same) {
+        throw new UserError('IDEMPOTENCY_KEY_REUSED', `Idempotency key ${JSON.stringify(body.idempotencyKey)} was already used with a different payload (usage ${original.id})`, 422);
+      }
+      return { status: 200, row: original };
+    }
+  }
+  const day = (body.occurredAt ? new Date(body.occurredAt) : new Date()).toISOString().slice(0, 10);
+  throw new UserError('CONFLICT', `Account ${accountId} is already invoiced for ${day} (UTC); usage for an invoiced day is refused`, 409, { field: 'occurredAt' });
+}

@@ -1,0 +1,216 @@
+/**
+ * Hostile and borderline input, served in-process by the real app on a real Postgres: the
+ * key is checked before a body is read, bodies are bounded in depth and size, dates are
+ * real ones and billable, money is exact, keys are capped and minted by the operator only,
+ * and database trouble answers 503, never 500.
+ */
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApi } from '../app/api.js';
+import { MAX_JSON_DEPTH, MAX_JSON_ELEMENTS } from '../app/api/json-bounds.js';
+import { MAX_LIVE_KEYS } from '../app/api/keys.js';
+import { MAX_FUTURE_SKEW_MS } from '../app/api/usage.js';
+import { loadConfig } from '../app/config.js';
+import { createPool, type Pool } from '../app/db.js';
+import { DrainableServer } from '../app/http-server.js';
+import { createLogger } from '../app/logger.js';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+
+const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const BODY_LIMIT_BYTES = 100 * 1024;
+/** A well-formed account key that no account holds. */
+const MADE_UP_KEY = `sbk_${'A'.repeat(43)}`;
+let db: TestDatabase;
+let pool: Pool;
+let server: DrainableServer;
+let base: string;
+
+async function serve(p: Pool): Promise<{ server: DrainableServer; base: string }> {
+  const config = loadConfig({ DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY, BODY_LIMIT_BYTES: String(BODY_LIMIT_BYTES) });
+  const s = new DrainableServer(createApi({ pool: p, logger: createLogger('silent'), config, isDraining: () => false }), config);
+  return { server: s, base: `http://127.0.0.1:${((await s.listen(0)) as AddressInfo).port}` };
+}
+const newPool = () => createPool(loadConfig({ DATABASE_URL: db.url }).database, { role: 'test-api', max: 5, logger: createLogger('silent'), waitMs: 2_000, statementTimeoutMs: 5_000 });
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  pool = newPool();
+  ({ server, base } = await serve(pool));
+});
+afterAll(async () => {
+  await server.drain();
+  await pool.end();
+  await db.drop();
+});
+
+interface Answer { status: number; headers: Headers; body: any }
+async function call(key: string | null, method: string, path: string, body?: unknown, at = base, scheme = 'Bearer'): Promise<Answer> {
+  const res = await fetch(`${at}${path}`, {
+    method,
+    headers: { ...(key === null ? {} : { authorization: `${scheme} ${key}` }), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
+}
+const admin = (method: string, path: string, body?: unknown) => call(ADMIN_KEY, method, path, body);
+
+let seq = 0;
+async function newAccount(createdAt?: string): Promise<{ id: string; key: string; keyId: string }> {
+  const account = await admin('POST', '/accounts', { name: 'Tenant', email: `r${++seq}-${Date.now()}@example.com`, unitPriceCents: 1 });
+  expect(account.status).toBe(201);
+  if (createdAt) await db.query('UPDATE accounts SET created_at = $2 WHERE id = $1', [account.body.id, createdAt]);
+  const key = await admin('POST', `/accounts/${account.body.id}/api-keys`);
+  expect(key.status).toBe(201);
+  return { id: account.body.id, key: key.body.key, keyId: key.body.id };
+}
+
+const deep = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`;
+/** About 94 KB of nested arrays, each with a few leaves: depth times leaves was the old walk's cost. */
+const wide = () => JSON.stringify({ metric: 'a', quantity: 1, x: Array.from({ length: 300 }, () => [[[[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]]]]) }).padEnd(90_000, ' ');
+
+describe('the key before the body', () => {
+  it('answers 401, not 500, to 5,000 levels of nesting from a made-up key; 400 naming the bound from a live one', async () => {
+    const a = await newAccount();
+    const body = `{"metric":${deep(5_000)}}`;
+    const unknown = await call(MADE_UP_KEY, 'POST', `/accounts/${a.id}/usage`, body);
+    expect(unknown.status).toBe(401);
+    expect(unknown.body.error.code).toBe('UNAUTHORIZED');
+    const live = await call(a.key, 'POST', `/accounts/${a.id}/usage`, body);
+    expect(live.status).toBe(400);
+    expect(live.body.error.message).toBe(`Invalid body: nests deeper than ${MAX_JSON_DEPTH} levels`);
+    // At the bound the body is parsed, and validation names the field.
+    const atBound = await call(a.key, 'POST', `/accounts/${a.id}/usage`, `{"metric":${deep(MAX_JSON_DEPTH - 1)},"quantity":1}`);
+    expect(atBound.status).toBe(400);
+    expect(atBound.body.error.details.fields[0].field).toBe('metric');
+  });
+
+  it('bounds the values in a body, and answers a wide body quickly', async () => {
+    const a = await newAccount();
+    const t0 = performance.now();
+    const r = await call(a.key, 'POST', `/accounts/${a.id}/usage`, wide());
+    expect(r.status).toBe(400);
+    expect(r.body.error.message).toBe(`Invalid body: holds more than ${MAX_JSON_ELEMENTS} values`);
+    expect(performance.now() - t0).toBeLessThan(2_000);
+    const many = JSON.stringify({ metric: 'a', quantity: 1, x: Array.from({ length: MAX_JSON_ELEMENTS - 10 }, () => 0) });
+    expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, many)).body.error.details.fields[0]).toEqual({ field: 'x', message: 'is not a known field' });
+  });
+
+  it('answers 401 before 413 and 415: the key is checked before the size or type of the body', async () => {
+    const a = await newAccount();
+    const big = JSON.stringify({ metric: 'a', quantity: 1, pad: 'x'.repeat(BODY_LIMIT_BYTES) });
+    expect((await call(MADE_UP_KEY, 'POST', `/accounts/${a.id}/usage`, big)).status).toBe(401);
+    expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, big)).status).toBe(413);
+    const text = await fetch(`${base}/accounts/${a.id}/usage`, { method: 'POST', headers: { authorization: `Bearer ${MADE_UP_KEY}`, 'content-type': 'text/plain' }, body: 'hello' });
+    expect(text.status).toBe(401);
+    await admin('DELETE', `/accounts/${a.id}/api-keys/${a.keyId}`);
+    expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, big)).status).toBe(401);
+  });
+
+  it('matches the Bearer scheme case-insensitively (RFC 9110, section 11.1)', async () => {
+    const a = await newAccount();
+    for (const scheme of ['bearer', 'BEARER', 'bEaReR']) expect((await call(a.key, 'GET', `/accounts/${a.id}`, undefined, base, scheme)).status).toBe(200);
+    expect((await call(a.key, 'GET', `/accounts/${a.id}`, undefined, base, 'Basic')).status).toBe(401);
+  });
+});
+
+describe('dates', () => {
+  it('refuses UTC offsets past ±14:00, which Postgres refuses from 16:00 on', async () => {
+    const a = await newAccount('2026-01-01');
+    for (const offset of ['+16:00', '-16:00', '+23:59', '-23:59', '+14:01']) {
+      const r = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt: `2026-06-01T12:00:00${offset}` });
+      expect(r.status, offset).toBe(400);
+      expect(r.body.error.message).toBe('Invalid body: occurredAt: must have a UTC offset between -14:00 and +14:00');
+      expect((await call(a.key, 'GET', `/accounts/${a.id}/usage?from=${encodeURIComponent(`2026-06-01T12:00:00${offset}`)}`)).status).toBe(400);
+    }
+    for (const offset of ['+14:00', '-12:00', '+05:45']) {
+      expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt: `2026-06-01T12:00:00${offset}` })).status, offset).toBe(201);
+    }
+  });
+
+  it('checks the 1970 bound after normalizing to UTC', async () => {
+    const a = await newAccount();
+    const r = await call(a.key, 'GET', `/accounts/${a.id}/usage?from=${encodeURIComponent('1970-01-01T00:00:00+01:00')}`);
+    expect(r.status).toBe(400);
+    expect(r.body.error.message).toBe('Invalid query: from: must be in 1970 or later (UTC)');
+    expect((await call(a.key, 'GET', `/accounts/${a.id}/usage?from=${encodeURIComponent('1970-01-01T00:00:00-01:00')}`)).status).toBe(200);
+  });
+
+  it('refuses usage dated before its account existed, or further ahead than the skew, with 422', async () => {
+    const a = await newAccount('2026-03-01T12:00:00Z');
+    const before = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt: '2026-03-01T11:59:59Z' });
+    expect(before).toMatchObject({ status: 422, body: { error: { code: 'USAGE_NOT_BILLABLE', message: `occurredAt 2026-03-01T11:59:59Z is before account ${a.id} was created (2026-03-01T12:00:00.000Z); no invoice would count it` } } });
+    expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt: '2026-03-01T12:00:00Z' })).status).toBe(201);
+    for (const occurredAt of ['9999-12-31T23:59:59Z', new Date(Date.now() + MAX_FUTURE_SKEW_MS + 60_000).toISOString()]) {
+      const r = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt });
+      expect(r.status, occurredAt).toBe(422);
+      expect(r.body.error.message).toMatch(/is more than 5 minutes ahead of the server's clock/);
+    }
+    expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt: new Date(Date.now() + 60_000).toISOString() })).status).toBe(201);
+    expect(await db.query(`SELECT 1 FROM usage WHERE account_id = $1`, [a.id])).toHaveLength(2);
+  });
+});
+
+describe('exact numbers', () => {
+  it('answers sums past 2^53 exactly, as decimal strings', async () => {
+    const a = await newAccount('2026-01-01');
+    // 2^53 + 1: the first integer a JSON number (a float8) cannot hold; the API's bounds let a day reach it.
+    await db.query(`INSERT INTO usage (account_id, metric, quantity, occurred_at) VALUES ($1, 'api_calls', 9007199254740993, '2026-02-01T10:00:00Z')`, [a.id]);
+    const inv = await admin('POST', `/accounts/${a.id}/invoices`, { periodStart: '2026-02-01' });
+    expect(inv.status).toBe(201);
+    expect(inv.body).toMatchObject({ quantity: '9007199254740993', amountCents: '9007199254740993' });
+    expect((await call(a.key, 'GET', `/invoices/${inv.body.id}`)).body.amountCents).toBe('9007199254740993');
+  });
+
+  it("formats usage30d's timestamps like every other timestamp", async () => {
+    const a = await newAccount();
+    await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 5 });
+    await db.query('REFRESH MATERIALIZED VIEW account_usage_30d');
+    const got = await call(a.key, 'GET', `/accounts/${a.id}`);
+    const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+    expect(got.body.createdAt).toMatch(iso);
+    expect(got.body.usage30d).toEqual({ quantity: '5', lastUsageAt: expect.stringMatching(iso), refreshedAt: expect.stringMatching(iso) });
+  });
+});
+
+describe('keys', () => {
+  it(`caps an account at ${MAX_LIVE_KEYS} live keys; a revoked one frees its place`, async () => {
+    const a = await newAccount();
+    for (let i = 1; i < MAX_LIVE_KEYS; i++) expect((await admin('POST', `/accounts/${a.id}/api-keys`)).status).toBe(201);
+    const over = await admin('POST', `/accounts/${a.id}/api-keys`);
+    expect(over).toMatchObject({ status: 409, body: { error: { code: 'TOO_MANY_KEYS', message: `Account ${a.id} already has ${MAX_LIVE_KEYS} live API keys, the most allowed; revoke one first` } } });
+    expect((await admin('DELETE', `/accounts/${a.id}/api-keys/${a.keyId}`)).status).toBe(200);
+    expect((await admin('POST', `/accounts/${a.id}/api-keys`)).status).toBe(201);
+  });
+
+  it('lets no account key mint a key, so revoking a leaked key leaves nothing behind', async () => {
+    const a = await newAccount();
+    const r = await call(a.key, 'POST', `/accounts/${a.id}/api-keys`);
+    expect(r).toMatchObject({ status: 403, body: { error: { code: 'FORBIDDEN' } } });
+    expect(await db.query('SELECT 1 FROM api_keys WHERE account_id = $1', [a.id])).toHaveLength(1);
+  });
+});
+
+describe('database trouble', () => {
+  it('answers 503 with Retry-After when the database is read-only (25006, what a failover looks like)', async () => {
+    const a = await newAccount();
+    const name = new URL(db.url).pathname.slice(1);
+    await db.query(`ALTER DATABASE "${name}" SET default_transaction_read_only = on`);
+    const readOnlyPool = newPool();
+    const ro = await serve(readOnlyPool);
+    try {
+      const r = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1 }, ro.base);
+      expect(r.status).toBe(503);
+      expect(r.headers.get('retry-after')).toBe('1');
+      expect(r.body.error).toEqual({ code: 'UNAVAILABLE', message: 'The database is read-only for now (a failover); retry shortly' });
+      expect((await call(a.key, 'GET', `/accounts/${a.id}`, undefined, ro.base)).status).toBe(200);
+    } finally {
+      await db.withClient(async (c) => {
+        await c.query('SET default_transaction_read_only = off');
+        await c.query(`ALTER DATABASE "${name}" RESET default_transaction_read_only`);
+      });
+      await ro.server.drain();
+      await readOnlyPool.end();
+    }
+  });
+});

@@ -1,0 +1,54 @@
+/**
+ * The contract: the OpenAPI document built from the routes' zod schemas is valid OpenAPI 3.1
+ * (checked by @readme/openapi-parser), equal to the committed docs/openapi.json (run
+ * `npm run openapi` after changing a schema), and served at GET /openapi.json with no key.
+ */
+import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { validate } from '@readme/openapi-parser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApi } from '../app/api.js';
+import { openApiDocument } from '../app/api/openapi.js';
+import { OPENAPI_FILE, openApiText } from '../app/api/write-openapi.js';
+import { loadConfig } from '../app/config.js';
+import { createPool, type Pool } from '../app/db.js';
+import { DrainableServer } from '../app/http-server.js';
+import { createLogger } from '../app/logger.js';
+
+let pool: Pool;
+let server: DrainableServer;
+let base: string;
+beforeAll(async () => {
+  // No query runs: the document and the 401 need no database.
+  const config = loadConfig({ DATABASE_URL: 'postgres://unused@127.0.0.1:1/none', ADMIN_API_KEY: 'test-admin-key-0123456789abcdefghijklmnop' });
+  pool = createPool(config.database, { role: 'test-openapi', max: 1, logger: createLogger('silent'), waitMs: 100, statementTimeoutMs: 0 });
+  server = new DrainableServer(createApi({ pool, logger: createLogger('silent'), config, isDraining: () => false }), config);
+  base = `http://127.0.0.1:${((await server.listen(0)) as AddressInfo).port}`;
+});
+afterAll(async () => {
+  await server.drain();
+  await pool.end();
+});
+
+describe('the OpenAPI document', () => {
+  it('is valid OpenAPI 3.1', async () => {
+    const result = await validate(structuredClone(openApiDocument()) as never);
+    expect(result.valid, JSON.stringify(result)).toBe(true);
+    expect(result.specification).toBe('OpenAPI');
+    expect(openApiDocument().openapi).toBe('3.1.0');
+  });
+
+  it(`matches the committed ${OPENAPI_FILE} (npm run openapi rewrites it)`, () => {
+    expect(readFileSync(OPENAPI_FILE, 'utf8')).toBe(openApiText());
+  });
+
+  it('is served at GET /openapi.json with no key, while every API route asks for one', async () => {
+    const res = await fetch(`${base}/openapi.json`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await res.json()).toEqual(openApiDocument());
+    const paths = Object.keys(openApiDocument().paths as object);
+    expect(paths).toEqual(expect.arrayContaining(['/accounts', '/accounts/{id}/usage', '/accounts/{id}/api-keys/{keyId}', '/livez', '/openapi.json']));
+    expect((await fetch(`${base}/accounts`)).status).toBe(401);
+  });
+});
