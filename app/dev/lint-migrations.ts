@@ -2,7 +2,7 @@
  * `npm run lint:migrations [-- <file.sql>...]`: lints the Up section of every SQL migration
  * (default: app/migrations/*.sql) with squawk, under the rule set in .squawk.toml
  * (docs/operations.md, "Safe migrations"). Exit 0 when every file passes, 1 when one has a
- * finding (each printed as file:line:column: rule message), 2 for a bad argument.
+ * finding (each printed as file:line:column: rule message), 2 for a bad argument or no squawk binary.
  *
  * Only the Up section: that is what a deploy's migrations task applies while the previous
  * release still serves. A Down section runs only by hand, to undo, and drops by nature. Its
@@ -14,7 +14,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const SQUAWK = path.join(ROOT, 'node_modules/.bin/squawk');
+/**
+ * squawk's prebuilt binary. Only its linux-x64 package is on the registry this project installs
+ * from, so it is an optional dependency: `npm ci` skips it elsewhere, and the lint then says so.
+ */
+const SQUAWK_PACKAGE = `@squawk-cli/${process.platform}-${process.arch}`;
+const SQUAWK = path.join(ROOT, 'node_modules', SQUAWK_PACKAGE, 'bin/squawk');
 const CONFIG = path.join(ROOT, '.squawk.toml');
 const MIGRATIONS = path.join(ROOT, 'app/migrations');
 /** node-pg-migrate's own section markers (its sqlMigration loader). */
@@ -57,6 +62,10 @@ function main(args: string[]): number {
   const missing = files.filter((f) => !existsSync(f));
   if (missing.length > 0) {
     process.stderr.write(`lint:migrations: no such file: ${missing.join(', ')}\n`);
+    return 2;
+  }
+  if (!existsSync(SQUAWK)) {
+    process.stderr.write(`lint:migrations: squawk's binary for this platform (${SQUAWK_PACKAGE}) is not installed; the lint runs on linux x64, as in CI\n`);
     return 2;
   }
   const findings = files.flatMap(lintFile);
