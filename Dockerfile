@@ -34,8 +34,12 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund --os="$TARGETOS" --c
 
 # --- runtime ----------------------------------------------------------------------------------
 FROM node:24-slim
+# No module compile cache: every task starts with an empty /tmp (the only writable folder), so
+# each would write a cache that no later start reads, and this ARM64 stage runs nothing at build
+# time that could write one into the image (docs/performance.md#process-start).
 ENV NODE_ENV=production \
-    NODE_EXTRA_CA_CERTS=/app/certs/rds-global-bundle.pem
+    NODE_EXTRA_CA_CERTS=/app/certs/rds-global-bundle.pem \
+    NODE_DISABLE_COMPILE_CACHE=1
 WORKDIR /app
 COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules

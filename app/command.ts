@@ -4,7 +4,8 @@
  *
  * Exit codes (app/errors.ts): 0 ok, 1 failure, 2 usage error, 3 job interrupted.
  */
-import { assertValidJobs, CONTAINER_COMMANDS, InvalidJobsTableError, JOBS } from '../lib/jobs.js';
+import { CONTAINER_COMMANDS, InvalidJobsTableError, JOBS } from '../lib/jobs.js';
+import { checkJobsTable } from './jobs-table-check.js';
 import { loadConfig } from './config.js';
 import { UsageError, EXIT } from './errors.js';
 import { createLogger, flushLogs, printError } from './logger.js';
@@ -36,10 +37,11 @@ async function main(argv: string[]): Promise<void> {
   }
   // A job, or the table's listing, runs only from a valid table: an edit that synth would refuse
   // (a bad schedule, a duplicate name, a timeout longer than the gap) is refused here too, with
-  // every problem named. The server does not read the table.
+  // every problem named (the build has checked it once: app/jobs-table-check.ts). The server
+  // does not read the table.
   if (command === 'jobs' || JOBS.some((j) => j.name === command)) {
     try {
-      assertValidJobs(JOBS);
+      checkJobsTable(JOBS);
     } catch (err) {
       if (err instanceof InvalidJobsTableError) throw new UsageError(err.message);
       throw err;

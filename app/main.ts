@@ -13,7 +13,13 @@
  * Kept tiny on purpose: it takes charge of SIGTERM/SIGINT before anything else loads
  * (app/signals.ts, app/startup-guard.ts), then loads the rest (app/command.ts).
  */
+import nodeModule from 'node:module';
 import { guardStartup } from './startup-guard.js';
 
 guardStartup();
+// V8's code for the modules below, kept on disk (NODE_COMPILE_CACHE, else the OS temp folder)
+// and reused by the next start; it never fails the start. The image turns it off: every task
+// starts with an empty /tmp (docs/performance.md#process-start). Node 22.1 and later (the
+// types are Node 20's, which lacks it).
+(nodeModule as { enableCompileCache?: () => unknown }).enableCompileCache?.();
 await import('./command.js');

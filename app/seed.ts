@@ -39,9 +39,10 @@ export async function seedDemoData(db: Pick<pg.ClientBase, 'query'>, options: Se
   let insertedUsage = 0;
   for (let from = 1; from <= accounts; from += batch) {
     const to = Math.min(accounts, from + batch - 1);
+    // lpad to at least 6 digits: lpad cuts a longer string, so account 1,000,000 would get 100,000's email.
     const a = await db.query(
       `INSERT INTO accounts (name, email, plan, status, unit_price_cents, created_at)
-       SELECT format('Demo account %s', i), format('demo-%s@example.com', lpad(i::text, 6, '0')),
+       SELECT format('Demo account %s', i), format('demo-%s@example.com', lpad(i::text, greatest(6, length(i::text)), '0')),
               (ARRAY['free', 'standard', 'enterprise'])[1 + i % 3],
               CASE WHEN i % 25 = 0 THEN 'suspended' WHEN i % 40 = 0 THEN 'closed' ELSE 'active' END,
               1 + i % 5, $3::timestamptz - interval '1 day'
@@ -55,7 +56,7 @@ export async function seedDemoData(db: Pick<pg.ClientBase, 'query'>, options: Se
               $3::timestamptz + make_interval(days => d, secs => (i * 37 + m.k * 600) % 86400),
               format('seed-%s-%s', to_char($3::timestamptz + make_interval(days => d), 'YYYY-MM-DD'), m.k)
        FROM generate_series($1::int, $2::int) AS i
-       JOIN accounts a ON lower(a.email) = format('demo-%s@example.com', lpad(i::text, 6, '0'))
+       JOIN accounts a ON lower(a.email) = format('demo-%s@example.com', lpad(i::text, greatest(6, length(i::text)), '0'))
        CROSS JOIN generate_series(0, $4::int) AS d
        CROSS JOIN (VALUES (1, 'api.calls'), (2, 'storage.gb')) AS m (k, metric)
        WHERE i % 7 <> 0

@@ -124,6 +124,9 @@ function build(): void {
       mkdirSync(path.dirname(path.join(STAGING, 'app', 'migrations', file)), { recursive: true });
       copyFileSync(path.join(migrations, file), path.join(STAGING, 'app', 'migrations', file));
     }
+    // The jobs table is checked here once, and stamped, instead of at every start (app/jobs-table-check.ts).
+    const check = spawnSync(process.execPath, [path.join(STAGING, 'app', 'jobs-table-check.js')], { stdio: 'inherit' });
+    if (check.status !== 0) process.exit(check.status ?? 1);
     install();
     rmSync(STAGING, { recursive: true, force: true });
     const tmp = `${STAMP}.${process.pid}`;

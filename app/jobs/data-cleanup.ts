@@ -51,12 +51,15 @@ export const dataCleanup = defineJob<CleanupCheckpoint>({
            ORDER BY occurred_at, id
            LIMIT $4
          ), deleted AS (
+           -- Each check is one index probe per candidate: a subquery with LIMIT is not turned
+           -- into a join. As EXISTS the planner hash-joined every batch against the whole of
+           -- invoices, so each batch cost as much as the table had rows (docs/performance.md).
            DELETE FROM usage u USING candidates c
            WHERE u.id = c.id
-             AND EXISTS (SELECT 1 FROM invoices i
-                         WHERE i.account_id = c.account_id AND i.period_start = (c.occurred_at AT TIME ZONE 'UTC')::date)
-             AND EXISTS (SELECT 1 FROM usage_daily d
-                         WHERE d.day = (c.occurred_at AT TIME ZONE 'UTC')::date AND d.account_id = c.account_id AND d.metric = c.metric)
+             AND (SELECT true FROM invoices i
+                  WHERE i.account_id = c.account_id AND i.period_start = (c.occurred_at AT TIME ZONE 'UTC')::date LIMIT 1)
+             AND (SELECT true FROM usage_daily d
+                  WHERE d.day = (c.occurred_at AT TIME ZONE 'UTC')::date AND d.account_id = c.account_id AND d.metric = c.metric LIMIT 1)
            RETURNING 1
          ), last AS (
            SELECT occurred_at, id FROM candidates ORDER BY occurred_at DESC, id DESC LIMIT 1

@@ -4,14 +4,20 @@
  *
  *   npx cdk deploy --app "npx tsx bin/deploy-role.ts" -c githubRepo=<owner>/<repo> -c stage=prod
  *
- * GitHub's OIDC token is its only way in (no stored keys), and only for workflow jobs of that
- * repository running in the GitHub environment named like the stage. It may do one thing:
- * assume the CDK bootstrap roles of its account, which `cdk deploy` uses for everything else.
+ * GitHub's OIDC token is its only way in (no stored keys), and only for jobs of main's deploy
+ * workflow of that repository running in the GitHub environment named like the stage. IAM can
+ * condition only on a token's `aud` and `sub` (GitHub's other claims are not condition keys),
+ * so the repository's subject template is customized to carry the workflow file and its ref
+ * (`job_workflow_ref`), and the trust matches the whole subject: a branch's copy of deploy.yml,
+ * another workflow, or a reset template gets a different `sub` and no session.
+ * The role may do one thing: assume the CDK bootstrap roles of its account, which `cdk deploy`
+ * uses for everything else. In prod a second, read-only role lets the plan job (no environment,
+ * before the approval) read the deployed templates for `cdk diff` and `check:stateful`.
  */
 import { Stack, type StackProps } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
-import type { Stage } from '../defaults.js';
+import { STACK_DEFAULTS, type Stage } from '../defaults.js';
 import { throwIfProblems } from './validation.js';
 
 /** The CDK bootstrap qualifier `cdk bootstrap` uses unless told otherwise. */
@@ -29,13 +35,34 @@ export interface DeployRoleStackProps extends StackProps {
   readonly qualifier?: string;
 }
 
+/** The claims, in order, of the repository's OIDC subject template (docs/operations.md sets it). */
+export const SUBJECT_CLAIM_KEYS = ['repo', 'context', 'job_workflow_ref'] as const;
+/** The only workflow, and the only ref, that may deploy. */
+export const DEPLOY_WORKFLOW = { path: '.github/workflows/deploy.yml', ref: 'refs/heads/main' } as const;
+
+/**
+ * The `sub` GitHub writes for a job of main's deploy workflow under SUBJECT_CLAIM_KEYS: its
+ * context is `environment:<name>` for a job with an environment, else `ref:<ref>`.
+ */
+export function deploySubject(githubRepo: string, context: { readonly environment: string } | { readonly ref: string }): string {
+  const ctx = 'environment' in context ? `environment:${context.environment}` : `ref:${context.ref}`;
+  return `repo:${githubRepo}:${ctx}:job_workflow_ref:${githubRepo}/${DEPLOY_WORKFLOW.path}@${DEPLOY_WORKFLOW.ref}`;
+}
+
 /** The deploy role's name for `stage`; deploy.yml assumes it by this name. */
 export function deployRoleName(stage: Stage): string {
   return `EcsSaasBackend-${stage}-github-deploy`;
 }
 
+/** The prod plan role's name; deploy.yml's plan job assumes it by this name. */
+export function planRoleName(stage: Stage): string {
+  return `EcsSaasBackend-${stage}-github-plan`;
+}
+
 export class DeployRoleStack extends Stack {
   public readonly role: iam.Role;
+  /** The read-only role of the plan job; prod only. */
+  public readonly planRole: iam.Role | undefined;
 
   constructor(scope: Construct, id: string, props: DeployRoleStackProps) {
     throwIfProblems('The deploy role', /^[\w.-]+\/[\w.-]+$/.test(props.githubRepo)
@@ -51,19 +78,40 @@ export class DeployRoleStack extends Stack {
     this.role = new iam.Role(this, 'Role', {
       roleName: deployRoleName(props.stage),
       description: `GitHub Actions of ${props.githubRepo} deploy the ${props.stage} stage`,
-      assumedBy: new iam.WebIdentityPrincipal(provider.oidcProviderArn, {
-        StringEquals: {
-          [`${GITHUB_OIDC}:aud`]: 'sts.amazonaws.com',
-          [`${GITHUB_OIDC}:sub`]: `repo:${props.githubRepo}:environment:${props.stage}`,
-        },
-      }),
+      assumedBy: this.githubPrincipal(provider, deploySubject(props.githubRepo, { environment: props.stage })),
     });
     const qualifier = props.qualifier ?? DEFAULT_QUALIFIER;
+    const bootstrapRole = (kind: string) => `arn:${this.partition}:iam::${this.account}:role/cdk-${qualifier}-${kind}-role-${this.account}-*`;
     this.role.addToPolicy(new iam.PolicyStatement({
       sid: 'UseTheCdkBootstrapRoles',
       actions: ['sts:AssumeRole', 'sts:TagSession'],
-      resources: ['deploy', 'file-publishing', 'image-publishing', 'lookup'].map((kind) =>
-        `arn:${this.partition}:iam::${this.account}:role/cdk-${qualifier}-${kind}-role-${this.account}-*`),
+      resources: ['deploy', 'file-publishing', 'image-publishing', 'lookup'].map(bootstrapRole),
     }));
+
+    // Only prod has an approval gate, so only prod needs a plan before it.
+    this.planRole = props.stage === 'prod' ? new iam.Role(this, 'PlanRole', {
+      roleName: planRoleName(props.stage),
+      description: `GitHub Actions of ${props.githubRepo} read the deployed ${props.stage} stack before its approval`,
+      assumedBy: this.githubPrincipal(provider, deploySubject(props.githubRepo, { ref: DEPLOY_WORKFLOW.ref })),
+    }) : undefined;
+    if (this.planRole) {
+      this.planRole.addToPolicy(new iam.PolicyStatement({
+        sid: 'UseTheCdkLookupRole',
+        actions: ['sts:AssumeRole', 'sts:TagSession'],
+        resources: [bootstrapRole('lookup')],
+      }));
+      this.planRole.addToPolicy(new iam.PolicyStatement({
+        sid: 'ReadTheDeployedTemplates',
+        actions: ['cloudformation:GetTemplate', 'cloudformation:DescribeStacks', 'cloudformation:ListStackResources'],
+        // The stack and its nested stacks, whose names start with the stack's.
+        resources: [`arn:${this.partition}:cloudformation:${this.region}:${this.account}:stack/${STACK_DEFAULTS.stackName}-${props.stage}*`],
+      }));
+    }
+  }
+
+  private githubPrincipal(provider: iam.IOidcProvider, subject: string): iam.WebIdentityPrincipal {
+    return new iam.WebIdentityPrincipal(provider.oidcProviderArn, {
+      StringEquals: { [`${GITHUB_OIDC}:aud`]: 'sts.amazonaws.com', [`${GITHUB_OIDC}:sub`]: subject },
+    });
   }
 }

@@ -3,7 +3,7 @@
  * balancer, the scheduled jobs, their alarms and dashboard, the alert topic and the buckets.
  */
 import { fileURLToPath } from 'node:url';
-import { CfnOutput, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Fn, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
@@ -280,6 +280,16 @@ export class BackendStack extends Stack {
     new CfnOutput(this, 'LogGroup', { value: this.logGroup.logGroupName });
     new CfnOutput(this, 'AlertTopic', { value: this.alerts.topic.topicArn });
     new CfnOutput(this, 'DatabaseSecret', { value: this.database.secret.secretArn });
+  }
+
+  /**
+   * The zones, always as `Fn::GetAZs` picks at deploy time, never looked up: a stack pinned to an
+   * account and region would otherwise get literal zone names, a different template from the same
+   * commit deployed without them, and every subnet (with the NAT gateways and the database's
+   * subnet group) replaced on the next deploy.
+   */
+  override get availabilityZones(): string[] {
+    return Array.from({ length: NETWORK_DEFAULTS.maxAzs }, (_, i) => Fn.select(i, Fn.getAzs()));
   }
 }
 

@@ -1,6 +1,8 @@
 /**
  * The GitHub workflows: valid for GitHub's schema (action-validator, a real linter), CI runs
- * what .ci/run runs, and the deploy workflow uses OIDC with one job per stage, prod gated.
+ * what .ci/run runs, the deploy workflow deploys only main after its CI passed, with OIDC, one
+ * job per stage and a plan before prod's gate, every action pinned by commit; and the deploy
+ * role admits only main's deploy workflow.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -8,7 +10,7 @@ import path from 'node:path';
 import { Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { STAGES } from '../../lib/defaults.js';
-import { DeployRoleStack, deployRoleName } from '../../lib/constructs/deploy-role.js';
+import { DEPLOY_WORKFLOW, DeployRoleStack, deployRoleName, deploySubject, planRoleName } from '../../lib/constructs/deploy-role.js';
 import { REPO_ROOT } from '../../lib/constructs/stack.js';
 import { errorMessage, newApp } from './synth.js';
 
@@ -30,11 +32,53 @@ describe('the workflow files', () => {
 
   it('CI runs the install and test commands, both stages\' synth with cdk-nag, the guard rules and the linter', () => {
     const ci = read('ci.yml');
-    for (const command of ['npm ci', 'npm test', '-c stage=dev', '-c stage=prod', 'npm run check:guard', 'npm run lint:workflows']) {
+    for (const command of ['npm ci', 'npm test', '-c stage=dev', '-c stage=prod', 'npm run check:guard', 'npm run lint:workflows', 'npm run check:stateful -- --base HEAD~1']) {
       expect(ci, command).toContain(`- run: ${command.startsWith('-c') ? 'npx cdk synth --quiet -c alertEmail=none ' + command : command}`);
     }
     const local = readFileSync(path.join(REPO_ROOT, '.ci/run'), 'utf8');
-    for (const command of ['npm ci', 'npm test', 'npm run check:guard', 'npm run lint:workflows']) expect(local, command).toContain(command);
+    for (const command of ['npm ci', 'npm test', 'npm run check:guard', 'npm run lint:workflows', 'npm run check:stateful']) expect(local, command).toContain(command);
+    // HEAD~1 is there for the check only when the checkout has it.
+    expect(ci).toMatch(/fetch-depth: 2/);
+  });
+
+  it.each(readdirSync(WORKFLOWS))('%s pins every action by its full commit SHA, with its version in a comment', (file) => {
+    const uses = [...read(file).matchAll(/^\s*(?:- )?uses: (.*)$/gm)].map((m) => m[1]!);
+    expect(uses.length).toBeGreaterThan(0);
+    for (const use of uses) expect(use).toMatch(/^[\w.-]+\/[\w.-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$/);
+  });
+
+  it('deploys only a commit of main whose CI passed: that very commit, not main\'s tip', () => {
+    const deploy = read('deploy.yml');
+    expect(deploy).toMatch(/^on:\n {2}workflow_run:\n {4}workflows: \[ci\]\n {4}types: \[completed\]\n {4}branches: \[main\]\n\n/m);
+    expect(deploy).not.toMatch(/^ {2}(push|workflow_dispatch|pull_request\w*):/m);
+    for (const condition of ["conclusion == 'success'", "event == 'push'", "head_branch == 'main'", 'head_repository.full_name == github.repository']) {
+      expect(deploy).toContain(`github.event.workflow_run.${condition}`);
+    }
+    const checkouts = deploy.match(/uses: actions\/checkout@.*\n {8}with:\n {10}ref: \$\{\{ github\.event\.workflow_run\.head_sha \}\}/g) ?? [];
+    expect(checkouts).toHaveLength(deploy.match(/uses: actions\/checkout@/g)!.length);
+    // Every later job waits for dev, so the condition on dev holds for all.
+    expect(deploy).toMatch(/^ {2}plan:\n {4}needs: dev$/m);
+  });
+
+  it('has one concurrency group per environment, so a pending prod approval never blocks dev', () => {
+    const deploy = read('deploy.yml');
+    expect(deploy).not.toMatch(/^concurrency:/m);
+    const groups = [...deploy.matchAll(/^ {4}concurrency:\n {6}group: (.*)$/gm)].map((m) => m[1]);
+    expect(groups).toEqual(['deploy-dev', 'plan-prod', 'deploy-prod']);
+  });
+
+  it('shows prod\'s diff and runs the stateful check before the approval gate, with the read-only role', () => {
+    const deploy = read('deploy.yml');
+    const plan = deploy.slice(deploy.indexOf('\n  plan:'), deploy.indexOf('\n  prod:'));
+    expect(plan).not.toMatch(/^ {4}environment:/m);
+    expect(plan).toContain(`role/${planRoleName('prod')}`);
+    expect(plan).toContain('npx cdk diff --no-change-set -c stage=prod');
+    expect(plan).toContain('npm run check:stateful -- --deployed-stack EcsSaasBackend-prod -c stage=prod');
+    expect(deploy).toMatch(/^ {2}prod:\n {4}needs: plan$/m);
+  });
+
+  it('deploys the same environment-agnostic template as a laptop: no account or region context', () => {
+    expect(read('deploy.yml')).not.toMatch(/-c (account|region)=/);
   });
 
   it('deploys with GitHub OIDC and no stored keys, one job per stage, prod after dev behind its environment', () => {
@@ -46,7 +90,6 @@ describe('the workflow files', () => {
       expect(deploy).toContain(`role/${deployRoleName(stage)}`);
       expect(deploy).toContain(`-c stage=${stage}`);
     }
-    expect(deploy).toMatch(/^ {2}prod:\n {4}needs: dev$/m);
   });
 });
 
@@ -55,8 +98,8 @@ describe('the deploy role', () => {
   const stack = new DeployRoleStack(app, 'DeployRole', { githubRepo: 'acme/ecs-saas-backend', stage: 'prod' });
   const template = Template.fromStack(stack);
 
-  it('trusts only GitHub\'s OIDC tokens of that repository\'s jobs in the stage\'s environment', () => {
-    const [role] = Object.values(template.findResources('AWS::IAM::Role'));
+  it('trusts only GitHub\'s OIDC tokens of main\'s deploy workflow of that repository, in the stage\'s environment', () => {
+    const [role] = Object.values(template.findResources('AWS::IAM::Role', { Properties: { RoleName: deployRoleName('prod') } }));
     expect(role!.Properties).toMatchObject({
       RoleName: deployRoleName('prod'),
       AssumeRolePolicyDocument: {
@@ -64,16 +107,30 @@ describe('the deploy role', () => {
           Action: 'sts:AssumeRoleWithWebIdentity',
           Effect: 'Allow',
           Principal: { Federated: { Ref: expect.stringMatching(/^GitHub/) } },
-          Condition: { StringEquals: { 'token.actions.githubusercontent.com:aud': 'sts.amazonaws.com', 'token.actions.githubusercontent.com:sub': 'repo:acme/ecs-saas-backend:environment:prod' } },
+          Condition: { StringEquals: { 'token.actions.githubusercontent.com:aud': 'sts.amazonaws.com', 'token.actions.githubusercontent.com:sub': 'repo:acme/ecs-saas-backend:environment:prod:job_workflow_ref:acme/ecs-saas-backend/.github/workflows/deploy.yml@refs/heads/main' } },
         }],
       },
     });
+    // The subject GitHub writes for a branch's copy of the workflow, or under the default template, is another string.
+    expect(deploySubject('acme/ecs-saas-backend', { environment: 'prod' })).toContain(`@${DEPLOY_WORKFLOW.ref}`);
+    expect(JSON.stringify(role)).not.toMatch(/StringLike|\*/);
     template.resourceCountIs('AWS::IAM::OIDCProvider', 1);
     template.resourceCountIs('AWS::Lambda::Function', 0);
   });
 
+  it('has a read-only plan role in prod for the job without an environment, main\'s deploy workflow only', () => {
+    const [plan] = Object.values(template.findResources('AWS::IAM::Role', { Properties: { RoleName: planRoleName('prod') } }));
+    expect(plan!.Properties.AssumeRolePolicyDocument.Statement[0].Condition.StringEquals['token.actions.githubusercontent.com:sub'])
+      .toBe('repo:acme/ecs-saas-backend:ref:refs/heads/main:job_workflow_ref:acme/ecs-saas-backend/.github/workflows/deploy.yml@refs/heads/main');
+    const [policy] = Object.values(template.findResources('AWS::IAM::Policy', { Properties: { Roles: [{ Ref: stack.getLogicalId(stack.planRole!.node.defaultChild as never) }] } }));
+    const actions = policy!.Properties.PolicyDocument.Statement.flatMap((s: { Action: string | string[] }) => s.Action);
+    expect(actions.sort()).toEqual(['cloudformation:DescribeStacks', 'cloudformation:GetTemplate', 'cloudformation:ListStackResources', 'sts:AssumeRole', 'sts:TagSession']);
+    expect(JSON.stringify(stack.resolve(policy!.Properties.PolicyDocument))).toContain(':role/cdk-hnb659fds-lookup-role-');
+    expect(new DeployRoleStack(newApp(), 'Dev', { githubRepo: 'acme/x', stage: 'dev' }).planRole).toBeUndefined();
+  });
+
   it('may only assume the account\'s CDK bootstrap roles', () => {
-    const policies = Object.values(template.findResources('AWS::IAM::Policy'));
+    const policies = Object.values(template.findResources('AWS::IAM::Policy', { Properties: { Roles: [{ Ref: stack.getLogicalId(stack.role.node.defaultChild as never) }] } }));
     expect(policies).toHaveLength(1);
     const [statement, ...rest] = policies[0]!.Properties.PolicyDocument.Statement;
     expect(rest).toEqual([]);
@@ -95,5 +152,6 @@ describe('the deploy role', () => {
     });
     expect(out).toBe('');
     expect(readFileSync(path.join(REPO_ROOT, 'cdk.out/deploy-role-test/EcsSaasBackend-dev-deploy-role.template.json'), 'utf8')).toContain(deployRoleName('dev'));
-  });
+    // A fresh process loading aws-cdk-lib through tsx: past a minute on a loaded two-core machine.
+  }, 240_000);
 });

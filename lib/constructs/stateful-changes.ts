@@ -1,0 +1,111 @@
+/**
+ * The stateful guard's judgement: which stateful resources a deploy from one set of templates
+ * to another would replace or delete, read with the CDK team's own diff library
+ * (@aws-cdk/cloudformation-diff, what `cdk diff` prints), nested stacks included.
+ *
+ * bin/check-stateful.ts gets the two sides (a synthesized cloud assembly, or the deployed
+ * stack's templates) and reports; this module only compares.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fullDiff, ResourceImpact } from '@aws-cdk/cloudformation-diff';
+
+/** Resource types that hold data or a key to it: replacing or deleting one loses what is in it. */
+export const STATEFUL_TYPES = [
+  'AWS::RDS::DBInstance',
+  'AWS::RDS::DBCluster',
+  'AWS::RDS::DBSubnetGroup',
+  'AWS::RDS::DBParameterGroup',
+  'AWS::RDS::DBClusterParameterGroup',
+  'AWS::SecretsManager::Secret',
+  'AWS::KMS::Key',
+  'AWS::S3::Bucket',
+  'AWS::Logs::LogGroup',
+  'AWS::DynamoDB::Table',
+  'AWS::EFS::FileSystem',
+] as const;
+
+type Template = { Resources?: Record<string, { Type: string; Properties?: Record<string, unknown>; Metadata?: Record<string, unknown> }> } & Record<string, unknown>;
+
+/** A stack's template and its nested stacks', keyed by path: `Stack`, `Stack/NestedLogicalId`, ... */
+export type TemplateSet = ReadonlyMap<string, Template>;
+
+/** What would happen to a stateful resource, in the words the report uses. */
+const LOSSES: Partial<Record<ResourceImpact, string>> = {
+  [ResourceImpact.WILL_REPLACE]: 'would be replaced',
+  [ResourceImpact.MAY_REPLACE]: 'may be replaced',
+  [ResourceImpact.WILL_DESTROY]: 'would be deleted',
+  [ResourceImpact.WILL_ORPHAN]: 'would leave the stack (retained, but no longer managed; a rename then creates an empty twin)',
+};
+
+export interface StatefulLoss {
+  /** The template's key in its TemplateSet. */
+  readonly stack: string;
+  readonly logicalId: string;
+  readonly type: string;
+  /** The construct path from the resource's aws:cdk:path metadata, when it has one. */
+  readonly constructPath: string | undefined;
+  readonly what: string;
+  /** The properties whose change forces the replacement, when that is why. */
+  readonly because: readonly string[];
+}
+
+export interface Comparison {
+  readonly losses: readonly StatefulLoss[];
+  /** Resources changed in any way, stateful or not, across all templates. */
+  readonly changedResources: number;
+}
+
+/** Compares every template of `before` with its counterpart in `after`; a missing one counts as empty. */
+export function compareTemplateSets(before: TemplateSet, after: TemplateSet): Comparison {
+  const losses: StatefulLoss[] = [];
+  let changedResources = 0;
+  const keys = [...new Set([...before.keys(), ...after.keys()])].sort();
+  for (const stack of keys) {
+    const diff = fullDiff(before.get(stack) ?? {}, after.get(stack) ?? {});
+    diff.resources.forEachDifference((logicalId, change) => {
+      changedResources += 1;
+      const type = change.oldResourceType ?? change.newResourceType ?? '';
+      const what = LOSSES[change.changeImpact];
+      if (what === undefined || !(STATEFUL_TYPES as readonly string[]).includes(change.oldResourceType ?? '')) return;
+      const because = Object.entries(change.propertyUpdates)
+        .filter(([, p]) => p.changeImpact === ResourceImpact.WILL_REPLACE || p.changeImpact === ResourceImpact.MAY_REPLACE)
+        .map(([name]) => name);
+      const constructPath = change.oldValue?.Metadata?.['aws:cdk:path'];
+      losses.push({ stack, logicalId, type, constructPath: typeof constructPath === 'string' ? constructPath : undefined, what, because });
+    });
+  }
+  return { losses, changedResources };
+}
+
+/** One line per loss, naming the resource, as the check prints it. */
+export function describeLoss(loss: StatefulLoss): string {
+  const where = loss.constructPath ? ` (${loss.constructPath})` : '';
+  const because = loss.because.length > 0 ? `: ${loss.because.join(', ')} changed` : '';
+  return `${loss.type} ${loss.logicalId}${where} in ${loss.stack} ${loss.what}${because}`;
+}
+
+/**
+ * The templates of stack `stackName` in the cloud assembly at `dir` (a `cdk synth` output):
+ * its template, then each nested stack's, found through the asset path CDK writes on the
+ * nested stack resource.
+ */
+export function templatesOfAssembly(dir: string, stackName: string): TemplateSet {
+  const manifest = JSON.parse(readFileSync(path.join(dir, 'manifest.json'), 'utf8')) as { artifacts: Record<string, { type: string; properties?: { templateFile?: string } }> };
+  const artifact = manifest.artifacts[stackName];
+  if (artifact?.type !== 'aws:cloudformation:stack' || !artifact.properties?.templateFile) {
+    const stacks = Object.entries(manifest.artifacts).filter(([, a]) => a.type === 'aws:cloudformation:stack').map(([name]) => name);
+    throw new Error(`the cloud assembly at ${dir} has no stack ${stackName} (it has ${stacks.join(', ') || 'none'})`);
+  }
+  const set = new Map<string, Template>();
+  const add = (key: string, file: string) => {
+    const template = JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as Template;
+    set.set(key, template);
+    for (const [id, resource] of Object.entries(template.Resources ?? {})) {
+      const nested = resource.Metadata?.['aws:asset:path'];
+      if (resource.Type === 'AWS::CloudFormation::Stack' && typeof nested === 'string') add(`${key}/${id}`, nested);
+    }
+  };
+  add(stackName, artifact.properties.templateFile);
+  return set;
+}

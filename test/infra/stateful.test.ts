@@ -1,0 +1,119 @@
+/**
+ * `npm run check:stateful`: the real command, on the prod stage's assembly (synthesized once, in
+ * this process) and copies of it edited as a code change would change them: an ordinary change
+ * (a job's cpu) passes, and a change that would replace or delete a stateful resource fails,
+ * naming each one. CI runs the git path (`--base HEAD~1`) on every push.
+ */
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { App } from 'aws-cdk-lib';
+import * as ecs from 'aws-cdk-lib/aws-ecs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BackendStack, REPO_ROOT } from '../../lib/constructs/stack.js';
+import { STATEFUL_TYPES } from '../../lib/constructs/stateful-changes.js';
+import { JOBS } from '../../lib/jobs.js';
+import { CDK_CONTEXT, NOW } from './synth.js';
+
+const STACK = 'EcsSaasBackend-prod';
+const CLI = path.join(REPO_ROOT, 'bin/check-stateful.ts');
+let work: string;
+
+function synthTo(dir: string): void {
+  const app = new App({ outdir: dir, context: { ...CDK_CONTEXT, 'aws:cdk:enable-path-metadata': true, 'aws:cdk:enable-asset-metadata': true, stage: 'prod', alertEmail: 'none' } });
+  // A registry image: the check compares templates, and staging the Docker context would only cost time.
+  new BackendStack(app, STACK, { alertEmail: 'none', stage: 'prod', now: NOW, image: ecs.ContainerImage.fromRegistry('public.ecr.aws/docker/library/node:24') });
+  app.synth();
+}
+
+function check(...args: string[]) {
+  const run = spawnSync(process.execPath, ['--import', 'tsx', CLI, ...args], { cwd: REPO_ROOT, encoding: 'utf8' });
+  return { status: run.status, output: run.stdout + run.stderr };
+}
+
+/** A copy of the assembly at `from` with `edit` applied to one of its templates (the parent's by default). */
+function edited(from: string, name: string, edit: (resources: Record<string, any>) => void, templateFile = `${STACK}.template.json`): string {
+  const dir = path.join(work, name);
+  cpSync(from, dir, { recursive: true });
+  const file = path.join(dir, templateFile);
+  const template = JSON.parse(readFileSync(file, 'utf8'));
+  edit(template.Resources);
+  writeFileSync(file, JSON.stringify(template));
+  return dir;
+}
+
+const idOf = (resources: Record<string, any>, type: string, pathPart: string): string => {
+  const found = Object.entries(resources).find(([, r]) => r.Type === type && String(r.Metadata?.['aws:cdk:path']).includes(pathPart));
+  expect(found, `${type} at ${pathPart}`).toBeDefined();
+  return found![0];
+};
+
+describe('npm run check:stateful', () => {
+  let base: string;
+  let cpuChanged: string;
+  let jobTemplateFile: string;
+
+  beforeAll(() => {
+    work = mkdtempSync(path.join(os.tmpdir(), 'stateful-test-'));
+    base = path.join(work, 'base');
+    synthTo(base);
+    jobTemplateFile = readdirSync(base).find((f) => f.endsWith('.nested.template.json') && f.includes(JOBS[0]!.name.replaceAll('-', '')))!;
+    // What doubling the first job's cpu in lib/jobs.ts does to its nested stack.
+    cpuChanged = edited(base, 'cpu', (resources) => {
+      const task = resources[idOf(resources, 'AWS::ECS::TaskDefinition', '')];
+      task.Properties.Cpu = String(Number(task.Properties.Cpu) * 2);
+      task.Properties.Memory = String(Math.max(Number(task.Properties.Memory), Number(task.Properties.Cpu) * 2));
+    }, jobTemplateFile);
+  }, 300_000);
+  afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+  it('passes an ordinary change: a job\'s cpu (its task definition is replaced, which holds no data)', () => {
+    const run = check('--base-assembly', base, '--assembly', cpuChanged);
+    expect(run.output).toMatch(/no stateful resource of EcsSaasBackend-prod replaced or deleted against .* \([1-9]\d* resource\(s\) changed\)/);
+    expect(run.status).toBe(0);
+  });
+
+  it('fails on a renamed database construct and a replaced bucket, naming each resource and why', () => {
+    const broken = edited(cpuChanged, 'broken', (resources) => {
+      const db = idOf(resources, 'AWS::RDS::DBInstance', '/Database/Instance');
+      resources[`${db}Renamed`] = resources[db];
+      delete resources[db];
+      resources[idOf(resources, 'AWS::S3::Bucket', '/LogBucket')].Properties.BucketName = 'a-new-name';
+    });
+    const run = check('--base-assembly', base, '--assembly', broken);
+    expect(run.status, run.output).toBe(1);
+    expect(run.output).toContain(`2 stateful resource(s) of ${STACK} would be lost`);
+    expect(run.output).toMatch(/AWS::RDS::DBInstance DatabaseInstance\w+ \(EcsSaasBackend-prod\/Database\/Instance\/Resource\) in EcsSaasBackend-prod would be deleted/);
+    expect(run.output).toMatch(/AWS::S3::Bucket LogBucket\w+ \(EcsSaasBackend-prod\/LogBucket\/Resource\) in EcsSaasBackend-prod would be replaced: BucketName changed/);
+  });
+
+  it('looks into the nested stacks: a job stack that goes takes its resources with it', () => {
+    // A stateful resource in a job's stack, then that stack's removal from the new side.
+    const dir = edited(base, 'nested', (resources) => {
+      resources.Checkpoints = { Type: 'AWS::Logs::LogGroup', Properties: {}, Metadata: { 'aws:cdk:path': 'job/Checkpoints' } };
+    }, jobTemplateFile);
+    const gone = edited(base, 'gone', (resources) => {
+      for (const [id, r] of Object.entries(resources)) if (r.Type === 'AWS::CloudFormation::Stack' && r.Metadata['aws:asset:path'] === jobTemplateFile) delete resources[id];
+    });
+    const run = check('--base-assembly', dir, '--assembly', gone);
+    expect(run.status, run.output).toBe(1);
+    expect(run.output).toMatch(/AWS::Logs::LogGroup Checkpoints \(job\/Checkpoints\) in EcsSaasBackend-prod\/\w+ would be deleted/);
+  });
+
+  it('refuses bad arguments and a ref git does not know with exit 2 and one line, no stack trace', () => {
+    const none = check();
+    expect(none.status).toBe(2);
+    expect(none.output).toContain('give exactly one of --base, --deployed-stack and --base-assembly');
+    const badRef = check('--base', 'no-such-ref-anywhere', '--assembly', base);
+    expect(badRef.status).toBe(2);
+    expect(badRef.output).toContain('cannot read git ref "no-such-ref-anywhere"');
+    expect(badRef.output).not.toMatch(/\n\s+at /);
+  });
+
+  it('counts the database, its groups, secrets, keys, buckets and log groups as stateful', () => {
+    for (const type of ['AWS::RDS::DBInstance', 'AWS::RDS::DBSubnetGroup', 'AWS::RDS::DBParameterGroup', 'AWS::SecretsManager::Secret', 'AWS::KMS::Key', 'AWS::S3::Bucket', 'AWS::Logs::LogGroup']) {
+      expect(STATEFUL_TYPES).toContain(type);
+    }
+  });
+});
