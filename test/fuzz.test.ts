@@ -98,7 +98,10 @@ async function send(req: Request): Promise<{ status: number; headers: Headers; b
   }
   counts.cases++;
   counts.byStatus.set(res.status, (counts.byStatus.get(res.status) ?? 0) + 1);
-  if (counts.cases % 100 === 0) expect((await fetch(`${server.url}/livez`)).status, '/livez during the fuzz').toBe(200);
+  if (counts.cases % 100 === 0) {
+    const live = await fetch(`${server.url}/livez`);
+    expect(live.status, `/livez during the fuzz: ${await live.text()}`).toBe(200);
+  }
   return { status: res.status, headers: res.headers, body, text };
 }
 
