@@ -2,13 +2,14 @@
  * The container's commands, loaded by the entry (app/main.ts) once its start-up guard answers
  * signals: picks the command from the arguments and runs it.
  *
- * Exit codes (app/errors.ts): 0 ok, 1 failure, 2 usage error, 3 job interrupted.
+ * Exit codes (app/errors.ts): 0 ok, 1 failure (a job: alerted), 2 usage error, 3 job interrupted, 4 job failed unalerted.
  */
 import { CONTAINER_COMMANDS, InvalidJobsTableError, JOBS } from '../lib/jobs.js';
 import { checkJobsTable } from './jobs-table-check.js';
 import { loadConfig } from './config.js';
 import { UsageError, EXIT } from './errors.js';
 import { createLogger, flushLogs, printError } from './logger.js';
+import { describeStart } from './startup-guard.js';
 
 export function usage(): string {
   return [
@@ -78,9 +79,11 @@ main(process.argv.slice(2)).catch((err: unknown) => {
     process.exitCode = EXIT.usage;
     return;
   }
-  // Start-up failed before a shutdown coordinator took charge (database down, migration failed).
+  // Start-up failed before a shutdown coordinator took charge (database down, migration failed);
+  // for a job nothing was alerted, so its code is 4, not 1.
+  const { failureCode } = describeStart(process.argv.slice(2));
   const logger = createLogger(process.env.LOG_LEVEL ?? 'info');
-  logger.fatal({ err: (err as Error)?.message, stack: (err as Error)?.stack }, `start-up failed: ${(err as Error)?.message ?? String(err)}`);
+  logger.fatal({ err: (err as Error)?.message, stack: (err as Error)?.stack, exitCode: failureCode }, `start-up failed: ${(err as Error)?.message ?? String(err)}`);
   flushLogs();
-  process.exit(EXIT.failure);
+  process.exit(failureCode);
 });

@@ -13,6 +13,12 @@ export const EXIT = {
   usage: 2,
   /** A job stopped by SIGTERM/SIGINT after saving its checkpoint; rerun the same scheduled time to resume. */
   interrupted: 3,
+  /**
+   * A job that failed with no alert sent: its shutdown missed the deadline, it crashed before
+   * its runner existed (or while its modules loaded), or its alert could not be published. A
+   * job exits 1 only once its alert is out; its execution retries this one, then alerts once.
+   */
+  unalerted: 4,
 } as const;
 
 export type ErrorCode =

@@ -8,13 +8,13 @@
  *   node dist/app/main.js runs [<job>]         prints the recent job runs
  *   node dist/app/main.js seed --accounts N    migrates, then creates demo accounts and usage
  *
- * Exit codes (app/errors.ts): 0 ok, 1 failure, 2 usage error, 3 job interrupted.
+ * Exit codes (app/errors.ts): 0 ok, 1 failure (a job: alerted), 2 usage error, 3 job interrupted, 4 job failed unalerted.
  *
  * Kept tiny on purpose: it takes charge of SIGTERM/SIGINT before anything else loads
  * (app/signals.ts, app/startup-guard.ts), then loads the rest (app/command.ts).
  */
 import nodeModule from 'node:module';
-import { guardStartup } from './startup-guard.js';
+import { describeStart, guardStartup, startupLine } from './startup-guard.js';
 
 guardStartup();
 // V8's code for the modules below, kept on disk (NODE_COMPILE_CACHE, else the OS temp folder)
@@ -22,4 +22,13 @@ guardStartup();
 // starts with an empty /tmp (docs/performance.md#process-start). Node 22.1 and later (the
 // types are Node 20's, which lacks it).
 (nodeModule as { enableCompileCache?: () => unknown }).enableCompileCache?.();
-await import('./command.js');
+try {
+  await import('./command.js');
+} catch (err) {
+  // A module that fails to load (a bad build, a missing dependency): nothing ran and nobody was
+  // alerted, so a job exits 4 and its execution retries it, then alerts once.
+  const { what, failureCode } = describeStart(process.argv.slice(2));
+  const error = err instanceof Error ? err.message : String(err);
+  startupLine('fatal', { err: error, stack: err instanceof Error ? err.stack : undefined, exitCode: failureCode }, `${what} could not load its modules: ${error}; exiting ${failureCode}`);
+  process.exit(failureCode);
+}

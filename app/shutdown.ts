@@ -7,7 +7,8 @@
  * names the step still running and what it waits for, every step's `force()` runs (sockets
  * destroyed, clients dropped), the logs are flushed and the process exits 1. A second
  * SIGTERM/SIGINT exits 1 at once. A crash (uncaughtException, unhandledRejection) logs a fatal
- * line and runs the same sequence, then exits 1.
+ * line and runs the same sequence, then exits 1. (A job's failures exit 4 instead until its
+ * alert went out: `failureCode`.)
  */
 import type { Logger } from './logger.js';
 import { flushLogs, limitLogWaits } from './logger.js';
@@ -30,6 +31,12 @@ export interface ShutdownOptions {
   readonly logger: Logger;
   /** Replaced in tests; exits the process by default. */
   readonly exit?: (code: number) => void;
+  /**
+   * The code of a failed sequence (a step failed, the deadline, a second signal, a crash).
+   * A job answers 1 only once its alert went out, else 4 (app/errors.ts).
+   * @default () => EXIT.failure
+   */
+  readonly failureCode?: () => number;
 }
 
 export class ShutdownCoordinator {
@@ -44,9 +51,11 @@ export class ShutdownCoordinator {
   private startedAt = 0;
   private finished = false;
   private readonly exit: (code: number) => void;
+  private readonly failureCode: () => number;
 
   constructor(private readonly options: ShutdownOptions) {
     this.exit = options.exit ?? ((code) => process.exit(code));
+    this.failureCode = options.failureCode ?? (() => EXIT.failure);
   }
 
   /** Aborts when shutdown begins: workers and jobs watch it to stop after their current batch. */
@@ -80,7 +89,7 @@ export class ShutdownCoordinator {
     if (this.draining) {
       if (this.finished) return;
       logger.warn({ reason, step: this.current?.name }, `received ${reason} again during shutdown; exiting now`);
-      this.end(EXIT.failure);
+      this.end(this.failureCode());
       return;
     }
     this.exitCode = exitCode;
@@ -100,7 +109,7 @@ export class ShutdownCoordinator {
         try {
           await step.run(this.deadlineController.signal);
         } catch (err) {
-          this.exitCode = EXIT.failure;
+          this.exitCode = this.failureCode();
           logger.error({ step: step.name, err: errorText(err) }, `shutdown step ${step.name} failed; going on with the next`);
         }
         if (this.finished) return;
@@ -119,10 +128,10 @@ export class ShutdownCoordinator {
     this.crashed ??= { kind, error: errorText(err) };
     this.options.logger.fatal({ kind, err: errorText(err), stack: err instanceof Error ? err.stack : undefined }, `${kind}: ${errorText(err)}`);
     if (this.draining) {
-      this.exitCode = EXIT.failure;
+      this.exitCode = this.failureCode();
       return;
     }
-    void this.shutdown(kind, EXIT.failure);
+    void this.shutdown(kind, this.failureCode());
   }
 
   private onDeadline(): void {
@@ -130,7 +139,7 @@ export class ShutdownCoordinator {
     const step = this.current;
     this.options.logger.error(
       { step: step?.name, waitingFor: step?.pending?.(), deadlineMs: this.options.timeoutMs },
-      `shutdown deadline of ${this.options.timeoutMs} ms passed in step ${step?.name ?? '(none)'}, still waiting for ${step?.pending?.() ?? 'it to finish'}; forcing exit 1`,
+      `shutdown deadline of ${this.options.timeoutMs} ms passed in step ${step?.name ?? '(none)'}, still waiting for ${step?.pending?.() ?? 'it to finish'}; forcing exit ${this.failureCode()}`,
     );
     this.deadlineController.abort(new Error('shutdown deadline passed'));
     for (const s of this.steps) {
@@ -140,7 +149,7 @@ export class ShutdownCoordinator {
         this.options.logger.warn({ step: s.name, err: errorText(err) }, `forcing ${s.name} failed`);
       }
     }
-    this.end(EXIT.failure);
+    this.end(this.failureCode());
   }
 
   private end(code: number): void {

@@ -24,6 +24,8 @@ export interface StartupGuard {
   readonly what: string;
   /** The exit code of a signal during start-up. */
   readonly code: number;
+  /** The exit code of a failed start (a job's is 4: failed, no alert sent; app/errors.ts). */
+  readonly failureCode: number;
 }
 
 export function describeStart(argv: readonly string[]): StartupGuard {
@@ -32,10 +34,12 @@ export function describeStart(argv: readonly string[]): StartupGuard {
   return {
     what: command === undefined ? 'the server' : isJob ? `job ${command}` : `command ${command}`,
     code: command === undefined ? EXIT.ok : isJob ? EXIT.interrupted : EXIT.failure,
+    failureCode: isJob ? EXIT.unalerted : EXIT.failure,
   };
 }
 
-function line(level: 'debug' | 'warn', fields: Record<string, unknown>, msg: string): void {
+/** A log line in the logger's shape, written before pino is loaded (or when it cannot be). */
+export function startupLine(level: 'debug' | 'warn' | 'fatal', fields: Record<string, unknown>, msg: string): void {
   const threshold = LEVELS[process.env.LOG_LEVEL ?? 'info'] ?? LEVELS.info!;
   if (LEVELS[level]! < threshold) return;
   const text = JSON.stringify({ level, time: new Date().toISOString(), service: 'ecs-saas-backend', mode: 'startup', ...fields, msg });
@@ -52,9 +56,9 @@ export function guardStartup(argv: readonly string[] = process.argv.slice(2)): v
   const isCommand = what.startsWith('command ');
   takeSignals((signal) => {
     const done = isCommand ? `during ${what}; it did not finish` : `while ${what} was starting; nothing was started`;
-    line('warn', { signal, exitCode: code }, `received ${signal} ${done}, exiting ${code}`);
+    startupLine('warn', { signal, exitCode: code }, `received ${signal} ${done}, exiting ${code}`);
     process.exit(code);
   });
   // From here on a signal is answered (tests wait for this line before they send one).
-  line('debug', { pid: process.pid, node: process.version }, `starting ${what}`);
+  startupLine('debug', { pid: process.pid, node: process.version }, `starting ${what}`);
 }

@@ -7,9 +7,10 @@
  * | how the task ended                                                   | the execution                        |
  * |----------------------------------------------------------------------|--------------------------------------|
  * | exit 0 (done, already done, already running, skipped)                | succeeds                             |
- * | exit 3, killed (137, OOM), Spot interruption, no exit code, no start | new task after a backoff, up to      |
- * |                                                                      | taskRetries; then one alert, fails   |
- * | exit 1 (the runner failed for good and sent its own alert)           | fails (Job.Failed), no second alert  |
+ * | exit 3, exit 4 (failed, no alert sent), killed (137, OOM), Spot,     | new task after a backoff, up to      |
+ * | no exit code, no start                                               | taskRetries; then one alert, fails   |
+ * | exit 1 (the runner failed for good; exit 1 only once its alert went  | fails (Job.Failed), no second alert  |
+ * | out, app/errors.ts EXIT)                                             |                                      |
  * | exit 2 (usage or configuration error: nothing was done)              | one alert, no retry, fails           |
  * | still running at the backstop timeout                                | task stopped, one alert, fails       |
  */

@@ -87,7 +87,7 @@ export interface AlertOptions {
 
 /** Publishes the alert (or logs it); resolves either way, never throws. */
 export function sendFailureAlert(report: FailureReport, opts: AlertOptions): Promise<'published' | 'logged' | 'failed'> {
-  return publishAlert(alertSubject(report), alertBody(report), opts, { name: 'failure alert', onError: '; the run still exits 1' });
+  return publishAlert(alertSubject(report), alertBody(report), opts, { name: 'failure alert', onError: '; the run exits 4 (failed, not alerted), so its execution retries it and then alerts' });
 }
 
 /** Publishes one message to the alert topic (or logs it without one); resolves either way, never throws. */

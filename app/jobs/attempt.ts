@@ -3,7 +3,7 @@
  * still held, the injected faults of the tests, and the grace a stopping handler is given.
  */
 import type { PoolClient } from '../db.js';
-import { isConnectionError } from '../db.js';
+import { dbTrouble } from '../db-errors.js';
 import type { Logger } from '../logger.js';
 import { errorText } from '../shutdown.js';
 import type { JobContext } from './handler.js';
@@ -87,15 +87,17 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
     if (index <= failAttempts) {
       throw new Error(`injected failure (JOB_FAULT_INJECTION fail-attempts=${Number.isFinite(failAttempts) ? failAttempts : 'all'}): attempt ${index} fails on purpose`);
     }
-    const summary = await untilStopped(s, s.o.handler.run(ctx), signal);
+    const summary = await untilStopped(s, s.o.handler.run(ctx), signal, () => cancelStatements(s, db));
     return { kind: 'succeeded', summary };
   } catch (err) {
     if (s.stop.aborted) return { kind: 'stopped', stop: stopOf(s.stop) };
     // The heartbeat found the lock's connection gone, or a statement failed on a lost connection:
     // no retry may run without the lock, so the runner reconnects and takes it again.
     if (lost.signal.aborted) return { kind: 'error', error: stopOf(lost.signal).message, disconnected: true };
-    if (isConnectionError(err) || !(await s.locks[0]!.verify())) {
-      return { kind: 'error', error: `lost the database connection: ${errorText(err)}`, disconnected: true };
+    const trouble = dbTrouble(err);
+    // A statement timeout is the job's own (too big a batch); the others say the database is away for now.
+    if ((trouble !== undefined && trouble !== 'timed-out') || !(await s.locks[0]!.verify())) {
+      return { kind: 'error', error: `${trouble === 'busy' || trouble === 'read-only' ? `the database is ${trouble}` : 'lost the database connection'}: ${errorText(err)}`, disconnected: true };
     }
     return { kind: 'error', error: errorText(err), disconnected: false };
   } finally {
@@ -107,13 +109,18 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
   }
 }
 
-/** The handler's promise, or a rejection once `signal` aborted and the grace period passed without it. */
-function untilStopped<T>(s: RunState, work: Promise<T>, signal: AbortSignal): Promise<T> {
+/**
+ * The handler's promise, or a rejection once `signal` aborted and the grace period passed
+ * without it; then `abandon` cancels what the handler still runs first.
+ */
+function untilStopped<T>(s: RunState, work: Promise<T>, signal: AbortSignal, abandon: () => Promise<void>): Promise<T> {
   const graceMs = Math.floor(s.o.config.SHUTDOWN_TIMEOUT_MS * STOP_GRACE_SHARE);
   return new Promise<T>((resolve, reject) => {
     let timer: NodeJS.Timeout | undefined;
     const onAbort = () => {
-      timer = setTimeout(() => reject(new Error(`the handler did not stop within ${graceMs} ms`)), graceMs);
+      timer = setTimeout(() => {
+        void abandon().finally(() => reject(new Error(`the handler did not stop within ${graceMs} ms`)));
+      }, graceMs);
     };
     work.then(resolve, reject).finally(() => {
       clearTimeout(timer);
@@ -124,3 +131,24 @@ function untilStopped<T>(s: RunState, work: Promise<T>, signal: AbortSignal): Pr
   });
 }
 
+/**
+ * A handler abandoned at the end of its grace may still wait on a statement (a lock, a long
+ * batch): its connection would never come back, and the pool's close would hold the process
+ * until the shutdown deadline forced an exit that nobody alerts. So its statements are
+ * cancelled (pg_cancel_backend, on the run lock's connection, which is idle meanwhile): they
+ * fail at once, their connections return, and the run records "interrupted" within the grace.
+ */
+async function cancelStatements(s: RunState, db: PoolClient): Promise<void> {
+  const own = new Set(s.locks.filter((l) => l.held).map((l) => l.connection));
+  const pids = [...s.checkedOut]
+    .filter((c) => !own.has(c))
+    .map((c) => (c as unknown as { processID: number | null }).processID)
+    .filter((pid): pid is number => typeof pid === 'number');
+  if (pids.length === 0) return;
+  try {
+    const { rows } = await db.query<{ cancelled: number }>('SELECT count(*) FILTER (WHERE pg_cancel_backend(pid))::int AS cancelled FROM unnest($1::int[]) AS pid', [pids]);
+    s.log.warn({ pids, cancelled: rows[0]!.cancelled }, `the handler did not stop within its grace; cancelled the statements of its ${pids.length} connection(s) (backend pids ${pids.join(', ')}) so that they come back to the pool`);
+  } catch (err) {
+    s.log.warn({ pids, err: errorText(err) }, `could not cancel the handler's statements (backend pids ${pids.join(', ')}): ${errorText(err)}`);
+  }
+}

@@ -6,11 +6,12 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { PoolClient } from '../db.js';
+import { isTransientDbError } from '../db-errors.js';
 import { errorText } from '../shutdown.js';
 import { runAttempt } from './attempt.js';
 import { backoffMs } from './backoff.js';
 import { failRun, stopOf, type RunOutcome } from './outcome.js';
-import { RECONNECT } from './reconnect.js';
+import { RECONNECT, reconnectBudgetMs } from './reconnect.js';
 import type { RunState } from './run-state.js';
 
 export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutcome | typeof RECONNECT> {
@@ -26,10 +27,12 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
   }
   const maxAttempts = s.job.retries + 1;
   const ranOn = (await s.location).ranOn;
-  // Attempts are counted across reconnections: a lost connection spends one of the retries.
-  for (let i = s.attemptsMade + 1; ; i++) {
+  // Only the job's own errors spend its retries (counted across reconnections). A lost
+  // connection, a busy or a read-only database spends none: the reconnect budget, bounded by
+  // time (app/jobs/reconnect.ts), covers those.
+  for (;;) {
     attemptNo += 1;
-    s.attemptsMade = i;
+    const i = ++s.attemptsMade;
     const inserted = await db.query<{ id: string }>(
       `INSERT INTO job_runs (job, scheduled_time, status, attempt, checkpoint, ran_on, lock_pid) VALUES ($1, $2, 'running', $3, $4, $5, $6) RETURNING id::text`,
       [s.job.name, s.iso, attemptNo, checkpoint === undefined ? null : JSON.stringify(checkpoint), ranOn, s.locks[0]!.pid],
@@ -40,7 +43,7 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
     const log = s.log.child({ runId, attempt: attemptNo });
     log.info(
       { period: s.period, ranOn, resumed: checkpoint !== undefined, timeoutMs: s.timeoutMs },
-      `${s.job.name} attempt ${attemptNo} started (run #${runId}, ${i} of ${maxAttempts} in this process): ${s.period}`,
+      `${s.job.name} attempt ${attemptNo} started (run #${runId}, ${s.failures} of ${s.job.retries} retries used): ${s.period}`,
     );
 
     const result = await runAttempt(s, db, runId, i, checkpoint, log);
@@ -68,19 +71,22 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
       return failRun(s, result.stop.reason, result.stop.message);
     }
     await finishAttempt(s, runId, 'failed', result.error);
-    if (i >= maxAttempts) {
-      log.error({ outcome: 'failed', err: result.error }, `${s.job.name} attempt ${attemptNo} failed: ${result.error}; no retries left`);
-      return failRun(s, 'error', result.error);
-    }
     if (result.disconnected) {
+      const left = maxAttempts - 1 - s.failures;
       log.warn(
         { err: result.error, checkpoint },
-        `${s.job.name} attempt ${attemptNo} lost its database connection: ${result.error}; reconnecting (${maxAttempts - i} retr${maxAttempts - i === 1 ? 'y' : 'ies'} left)`,
+        `${s.job.name} attempt ${attemptNo} was stopped by the database, not by its own error (${result.error}); reconnecting, which spends none of its retries (${left} retr${left === 1 ? 'y' : 'ies'} left)`,
       );
       return RECONNECT;
     }
-    const delay = backoffMs(s.o.config.JOB_RETRY_BACKOFF_MS, i);
-    log.warn({ err: result.error, retryInMs: delay }, `${s.job.name} attempt ${attemptNo} failed: ${result.error}; retrying in ${delay} ms (${maxAttempts - i} retr${maxAttempts - i === 1 ? 'y' : 'ies'} left)`);
+    s.failures += 1;
+    if (s.failures >= maxAttempts) {
+      log.error({ outcome: 'failed', err: result.error }, `${s.job.name} attempt ${attemptNo} failed: ${result.error}; no retries left`);
+      return failRun(s, 'error', result.error);
+    }
+    const left = maxAttempts - s.failures;
+    const delay = backoffMs(s.o.config.JOB_RETRY_BACKOFF_MS, s.failures);
+    log.warn({ err: result.error, retryInMs: delay }, `${s.job.name} attempt ${attemptNo} failed: ${result.error}; retrying in ${delay} ms (${left} retr${left === 1 ? 'y' : 'ies'} left)`);
     s.phase = 'waiting to retry';
     try {
       await sleep(delay, undefined, { signal: s.stop });
@@ -95,19 +101,37 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
   }
 }
 
-/** Records the end of an attempt on the lock's connection, or through the pool when that connection is gone. */
+/**
+ * Records the end of an attempt on the lock's connection, or through the pool when that
+ * connection is gone. Database trouble (read-only for a moment, a lost connection) is waited
+ * out within the reconnect budget: a record that failed at once ended the whole run and left
+ * its row `running` until a later run found it stale.
+ */
 async function finishAttempt(s: RunState, runId: string, status: 'succeeded' | 'failed' | 'interrupted', error: string | null): Promise<void> {
   const p = s.progress.snapshot();
   const sql = `UPDATE job_runs SET status = $2, finished_at = now(), processed = $3, total = $4, error = $5 WHERE id = $1 AND status = 'running'`;
   const params = [runId, status, p.processed, p.total, error];
-  const runLock = s.locks[0];
-  if (runLock?.held) {
+  const baseMs = s.o.config.JOB_RECONNECT_BACKOFF_MS;
+  const t0 = performance.now();
+  for (let tries = 1; ; tries++) {
+    const runLock = s.locks[0];
+    if (runLock?.held) {
+      try {
+        await runLock.connection.query(sql, params);
+        return;
+      } catch (err) {
+        s.log.warn({ err: errorText(err) }, 'could not record the outcome on the lock connection; trying through the pool');
+      }
+    }
     try {
-      await runLock.connection.query(sql, params);
+      await s.o.pool.query(sql, params);
       return;
     } catch (err) {
-      s.log.warn({ err: errorText(err) }, 'could not record the outcome on the lock connection; trying through the pool');
+      const delay = backoffMs(baseMs, tries);
+      if (!isTransientDbError(err) || performance.now() - t0 + delay > reconnectBudgetMs(baseMs)) throw err;
+      s.log.warn({ err: errorText(err), inMs: delay }, `could not record run #${runId}'s outcome "${status}" (${errorText(err)}); trying again in ${delay} ms`);
+      // Not cut short by a stop: the record is what a rerun resumes from; the budget bounds it.
+      await sleep(delay);
     }
   }
-  await s.o.pool.query(sql, params);
 }

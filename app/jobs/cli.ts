@@ -27,18 +27,35 @@ export interface JobArgs {
   readonly force: boolean;
 }
 
-const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?))?$/i;
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
+
+/**
+ * The earliest year of a scheduled time, as the API's: nothing ran before 1970, and
+ * Date.UTC reads years 0-99 as 1900-1999, so `0001-01-02` would silently become 1901.
+ */
+export const MIN_SCHEDULED_YEAR = 1970;
+
+/** Why a text is not a scheduled time, in words for the user; undefined when it is one. */
+export function isoTimeProblem(text: string): string | undefined {
+  const m = ISO_TIME.exec(text.trim());
+  if (!m) return 'is not an ISO-8601 time';
+  const [, y, , , h, , , , zone] = m;
+  if (h !== undefined && zone === undefined) return 'has no UTC offset: add Z for UTC or the offset it was written in (+01:00); without one it would mean a different run on every machine';
+  if (Number(y) < MIN_SCHEDULED_YEAR) return `is before the year ${MIN_SCHEDULED_YEAR}`;
+  return parseIsoTime(text) ? undefined : 'is not a real calendar date and time';
+}
 
 /**
  * Parses an ISO-8601 time: `2025-01-02T00:15:00Z`, with any UTC offset, or a bare date
  * (`2025-01-02`, midnight UTC). A time without an offset is refused: it would mean a
- * different run on every machine. Returns undefined when malformed.
+ * different run on every machine. Returns undefined when malformed (isoTimeProblem says why).
  */
 export function parseIsoTime(text: string): Date | undefined {
   const m = ISO_TIME.exec(text.trim());
   if (!m) return undefined;
   const [, y, mo, d, h, mi, s, frac, zone] = m;
   if (h !== undefined && zone === undefined) return undefined;
+  if (Number(y) < MIN_SCHEDULED_YEAR) return undefined;
   const [year, month, day, hour, minute, second] = [y, mo, d, h ?? '0', mi ?? '0', s ?? '0'].map(Number) as [number, number, number, number, number, number];
   const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
   if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return undefined;
@@ -69,7 +86,7 @@ export function parseJobArgs(job: string, args: readonly string[], env: NodeJS.P
   }
   const bad = (source: string, value: string) =>
     new UsageError(
-      `${source} ${JSON.stringify(value)} is not an ISO-8601 time. Use a UTC time like 2025-01-02T00:15:00Z, a time with its offset like 2025-01-02T01:15:00+01:00, or a date like 2025-01-02 (midnight UTC).`,
+      `${source} ${JSON.stringify(value)} ${isoTimeProblem(value) ?? 'is not an ISO-8601 time'}. Use a UTC time like 2025-01-02T00:15:00Z, a time with its offset like 2025-01-02T01:15:00+01:00, or a date like 2025-01-02 (midnight UTC).`,
     );
   const fromEnv = env.SCHEDULED_TIME?.trim();
   if (fromEnv) {
@@ -108,7 +125,10 @@ export async function runJobCommand(name: string, args: string[], config: Config
   const { scheduledTime, scheduledTimeSource, force } = jobArgs;
 
   const logger = createLogger(config.LOG_LEVEL, { mode: 'job', job: name });
-  const shutdown = new ShutdownCoordinator({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS, logger }).install();
+  // Exit 1 tells the execution "failed, alerted": only true once the runner's alert went out.
+  let runner: JobRunner | undefined;
+  const failureCode = () => (runner?.alerted ? EXIT.failure : EXIT.unalerted);
+  const shutdown = new ShutdownCoordinator({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS, logger, failureCode }).install();
   // The two lock connections come on top: with DB_POOL_MAX=2 they would leave the handler none.
   const pool = createPool(config.database, {
     role: `job:${name}`,
@@ -117,7 +137,7 @@ export async function runJobCommand(name: string, args: string[], config: Config
     waitMs: config.DB_POOL_WAIT_MS,
     statementTimeoutMs: config.JOB_STATEMENT_TIMEOUT_MS,
   });
-  const runner = new JobRunner({
+  runner = new JobRunner({
     job,
     handler: HANDLERS[name as JobName],
     pool,
@@ -132,20 +152,20 @@ export async function runJobCommand(name: string, args: string[], config: Config
     { scheduledTime: scheduledTime.toISOString(), scheduledTimeSource, force, faults: config.JOB_FAULT_INJECTION },
     `running ${name} for ${scheduledTime.toISOString()} (from ${scheduledTimeSource})${force ? ' with --force' : ''}`,
   );
-  const outcome = runner.run();
+  const running = runner;
+  const outcome = running.run();
   shutdown
     .add({
       name: 'job',
       run: async () => {
         const result = await outcome;
-        // A crash (exit code already 1) stays a failure even though the run is recorded "interrupted".
-        if (shutdown.exitCode !== EXIT.failure) shutdown.exitCode = exitCodeOf(result);
-        // Its exit 1 is taken for one the runner alerted (the execution sends no alert of its own
-        // for exit 1), so a crash is alerted here, unless the run failed and the runner did.
-        if (shutdown.crashed && result.kind !== 'failed') await runner.alertCrash(shutdown.crashed);
+        // A crash is a failure even though the run is recorded "interrupted": alerted here unless
+        // the run failed and the runner did, then exit 1 if an alert went out, else 4.
+        if (shutdown.crashed && result.kind !== 'failed') await running.alertCrash(shutdown.crashed);
+        shutdown.exitCode = shutdown.crashed ? failureCode() : exitCodeOf(result);
       },
-      pending: () => runner.pending(),
-      force: () => runner.forceRelease(),
+      pending: () => running.pending(),
+      force: () => running.forceRelease(),
     })
     .add(poolStep(pool));
 

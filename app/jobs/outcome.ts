@@ -15,14 +15,22 @@ export type RunOutcome =
   | { readonly kind: 'already-running' }
   | { readonly kind: 'skipped' }
   | { readonly kind: 'interrupted'; readonly runId?: string }
-  | { readonly kind: 'failed'; readonly reason: StopReason | 'error'; readonly runId?: string; readonly attempts: number; readonly error: string };
+  | {
+      readonly kind: 'failed';
+      readonly reason: StopReason | 'error';
+      readonly runId?: string;
+      readonly attempts: number;
+      readonly error: string;
+      /** The failure alert was published (or, with no topic, logged): only then does the process exit 1. */
+      readonly alerted: boolean;
+    };
 
 export function exitCodeOf(outcome: RunOutcome): number {
   switch (outcome.kind) {
     case 'interrupted':
       return EXIT.interrupted;
     case 'failed':
-      return EXIT.failure;
+      return outcome.alerted ? EXIT.failure : EXIT.unalerted;
     default:
       return EXIT.ok;
   }
@@ -43,12 +51,12 @@ export function stopOf(signal: AbortSignal): Stop {
   return r instanceof Stop ? r : new Stop('shutdown', `interrupted by ${typeof r === 'string' ? r : 'a shutdown'}`);
 }
 
-/** The run failed for good: the metric, then the alert; the process exits 1 after this. */
+/** The run failed for good: the metric, then the alert; the process exits 1 after this if the alert went out, else 4. */
 export async function failRun(s: RunState, reason: StopReason | 'error', error: string): Promise<RunOutcome> {
   const durationMs = s.elapsedMs();
   s.metrics.emit({ duration: durationMs, failed: 1 }, { outcome: 'failed', reason }, 'run failed');
   s.phase = 'sending the failure alert';
-  await sendFailureAlert(
+  const sent = await sendFailureAlert(
     {
       job: s.job.name,
       scheduledTime: s.o.scheduledTime,
@@ -62,7 +70,9 @@ export async function failRun(s: RunState, reason: StopReason | 'error', error: 
     },
     { topicArn: s.o.config.ALERT_TOPIC_ARN, logger: s.log },
   );
-  return { kind: 'failed', reason, runId: s.runId, attempts: s.attemptsMade, error };
+  const alerted = sent !== 'failed';
+  if (alerted) s.alerted = true;
+  return { kind: 'failed', reason, runId: s.runId, attempts: s.attemptsMade, error, alerted };
 }
 
 /** The run stopped before any attempt started: SIGTERM (interrupted) or the timeout (failed, recorded, alerted). */

@@ -1,22 +1,33 @@
 /**
- * Reconnecting. A lost database connection (a restart, a terminated backend, a reset:
- * app/db-errors.ts isConnectionLost) fails the attempt as retryable. The runner then drops
- * its locks' connections, reconnects with the fast JOB_RECONNECT_BACKOFF_MS backoff, takes
- * both locks again and goes through the run's steps again, so it resumes from the last
- * checkpoint; the failed attempt counts against the job's retries.
+ * Reconnecting. Database trouble that a moment may cure (app/db-errors.ts): a lost connection
+ * (a restart, a terminated backend, a reset), a busy database (class 53: too many
+ * connections), a read-only one (25006: a failover in progress), stops the session, or fails
+ * the attempt without spending the job's retries. The runner then drops its locks'
+ * connections, waits JOB_RECONNECT_BACKOFF_MS (doubling per try), takes both locks again and
+ * goes through the run's steps again, so it resumes from the last checkpoint.
+ *
+ * The budget is time: the run gives up (one alert, exit 1) once the database has been out of
+ * reach for longer than the backoffs of RECONNECT_TRIES tries add up to (about a minute with
+ * the 250 ms default, enough for a Multi-AZ failover). A session that got going again (its
+ * locks taken, its checks passed) starts the clock anew, so connections lost again and again
+ * end only at the job's timeout, never by a count.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isConnectionError } from '../db.js';
+import { isTransientDbError } from '../db-errors.js';
 import { errorText } from '../shutdown.js';
-import { backoffMs } from './backoff.js';
+import { backoffMs, MAX_BACKOFF_MS } from './backoff.js';
 import { failRun, stopOf, type RunOutcome } from './outcome.js';
 import type { RunState } from './run-state.js';
 
-/**
- * Tries to reconnect after a lost connection, each JOB_RECONNECT_BACKOFF_MS·2^(n-1) later:
- * with the 250 ms default, about a minute in all, enough for a Multi-AZ failover.
- */
+/** The number of tries whose full backoffs make the reconnect budget. */
 export const RECONNECT_TRIES = 8;
+
+/** How long the database may stay out of reach: the sum of RECONNECT_TRIES backoffs at their ceiling. */
+export function reconnectBudgetMs(baseMs: number): number {
+  let total = 0;
+  for (let n = 1; n <= RECONNECT_TRIES; n++) total += Math.min(MAX_BACKOFF_MS, baseMs * 2 ** (n - 1));
+  return total;
+}
 
 /** A session's way of saying: the connection was lost; reconnect, take the locks again and go on. */
 export const RECONNECT = Symbol('reconnect');
@@ -24,17 +35,21 @@ export const RECONNECT = Symbol('reconnect');
 /** One session: take the locks, check, attempt; its outcome, or RECONNECT. */
 export type Session = () => Promise<RunOutcome | typeof RECONNECT>;
 
-/** Runs sessions (locks, checks, attempts) until one ends the run, reconnecting after a lost connection. */
+/** Runs sessions (locks, checks, attempts) until one ends the run, reconnecting after database trouble. */
 export async function reconnecting(s: RunState, session: Session): Promise<RunOutcome> {
+  const budgetMs = reconnectBudgetMs(s.o.config.JOB_RECONNECT_BACKOFF_MS);
   let tries = 0;
+  let since: number | undefined;
   let lastError = '';
   for (;;) {
     try {
       const outcome = await session();
       if (outcome !== RECONNECT) return outcome;
+      // The session got going before it lost the database: a new outage starts now.
       tries = 0;
+      since = undefined;
     } catch (err) {
-      if (!isConnectionError(err) || s.stop.aborted) throw err;
+      if (!isTransientDbError(err) || s.stop.aborted) throw err;
       lastError = errorText(err);
       s.log.warn({ err: lastError, reconnectTry: tries }, `the database connection failed (${lastError})`);
     } finally {
@@ -42,13 +57,18 @@ export async function reconnecting(s: RunState, session: Session): Promise<RunOu
       await Promise.all(s.locks.map((lock) => lock.release()));
       s.locks = [];
     }
+    since ??= performance.now();
     tries += 1;
-    if (tries > RECONNECT_TRIES) {
-      throw new Error(`the database stayed unreachable through ${RECONNECT_TRIES} reconnection tries: ${lastError}`);
-    }
+    const outMs = Math.round(performance.now() - since);
     const delay = backoffMs(s.o.config.JOB_RECONNECT_BACKOFF_MS, tries);
+    if (outMs + delay > budgetMs) {
+      throw new Error(`the database stayed unreachable for ${outMs} ms through ${tries - 1} reconnection tries (the budget is ${budgetMs} ms): ${lastError}`);
+    }
     s.phase = 'reconnecting';
-    s.log.warn({ reconnectTry: tries, of: RECONNECT_TRIES, inMs: delay }, `reconnecting to the database in ${delay} ms (try ${tries} of ${RECONNECT_TRIES}); the run then takes its locks again and resumes from its checkpoint`);
+    s.log.warn(
+      { reconnectTry: tries, inMs: delay, outMs, budgetMs },
+      `reconnecting to the database in ${delay} ms (try ${tries}, ${outMs} of ${budgetMs} ms out of reach); the run then takes its locks again and resumes from its checkpoint`,
+    );
     try {
       await sleep(delay, undefined, { signal: s.stop });
     } catch {

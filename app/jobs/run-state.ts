@@ -5,7 +5,7 @@
  */
 import type { JobDefinition } from '../../lib/jobs.js';
 import type { Config, JobFaults } from '../config.js';
-import type { Pool } from '../db.js';
+import type { Pool, PoolClient } from '../db.js';
 import { AdvisoryLock } from '../lock.js';
 import type { Logger } from '../logger.js';
 import { JobMetrics } from './emf.js';
@@ -46,9 +46,15 @@ export class RunState {
   runId: string | undefined;
   /** Attempts made in this process, across reconnections. */
   attemptsMade = 0;
+  /** Attempts that failed by the job's own errors: these, not database trouble, spend its retries. */
+  failures = 0;
   lastCheckpoint: unknown;
+  /** A failure alert of this run went out: from then on the process may exit 1. */
+  alerted = false;
   /** What the run is doing, for the shutdown deadline's log line. */
   phase = 'starting';
+  /** The pool's connections checked out now (the handler's and the locks'): a stopped handler's statements are cancelled on them. */
+  readonly checkedOut = new Set<PoolClient>();
 
   constructor(
     readonly o: RunnerOptions,
@@ -62,7 +68,17 @@ export class RunState {
     this.metrics = new JobMetrics(o.logger, o.config.METRICS_NAMESPACE, o.job.name);
     this.progressLine = new ProgressLine(o.job.name, this.progress);
     this.location = o.location ?? runLocation();
+    o.pool.on('acquire', this.onAcquire).on('release', this.onRelease).on('remove', this.onRemove);
   }
+
+  /** Stops watching the pool: the run is over (a pool may serve several runs, as in the benchmarks). */
+  detach(): void {
+    this.o.pool.off('acquire', this.onAcquire).off('release', this.onRelease).off('remove', this.onRemove);
+  }
+
+  private readonly onAcquire = (client: PoolClient) => void this.checkedOut.add(client);
+  private readonly onRelease = (_err: Error | undefined, client: PoolClient) => void this.checkedOut.delete(client);
+  private readonly onRemove = (client: PoolClient) => void this.checkedOut.delete(client);
 
   get timeoutMs(): number {
     return this.o.faults?.timeoutMs ?? this.job.timeoutSeconds * 1_000;

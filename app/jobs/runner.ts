@@ -51,6 +51,11 @@ export class JobRunner {
     return `${job.name} ${phase}${phase === 'working' ? ` (${formatProgress(progress.snapshot())})` : ''}`;
   }
 
+  /** A failure alert of this run was published (or logged): the process may then exit 1 rather than 4. */
+  get alerted(): boolean {
+    return this.s.alerted;
+  }
+
   /** The shutdown deadline's last resort: drop the lock connections, which frees the locks. */
   forceRelease(): void {
     for (const lock of this.s.locks) lock.destroy();
@@ -75,6 +80,7 @@ export class JobRunner {
       return await failRun(s, 'error', error);
     } finally {
       clearTimeout(timer);
+      s.detach();
       s.progressLine.stop();
       s.phase = 'finished';
     }

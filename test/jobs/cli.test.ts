@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { JOBS } from '../../lib/jobs.js';
 import { parseIsoTime, parseJobArgs } from '../../app/jobs/cli.js';
-import { UsageError } from '../../app/errors.js';
+import { EXIT, UsageError } from '../../app/errors.js';
 import { run, start } from '../helpers/process.js';
 
 // Usage errors come before any connection: this database does not exist.
@@ -61,7 +61,20 @@ describe('bad input', () => {
   it('a malformed SCHEDULED_TIME (from EventBridge) exits 2 too', async () => {
     const r = await run(['billing-run'], { ...NO_DB, SCHEDULED_TIME: '2025-02-30T00:15:00Z' });
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^SCHEDULED_TIME "2025-02-30T00:15:00Z" is not an ISO-8601 time\./);
+    expect(r.stderr).toMatch(/^SCHEDULED_TIME "2025-02-30T00:15:00Z" is not a real calendar date and time\./);
+  });
+
+  it('a time without its offset exits 2 saying the offset is missing', async () => {
+    const r = await run(['billing-run', '--scheduled-time', '2026-12-01T00:15:00'], NO_DB);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^--scheduled-time "2026-12-01T00:15:00" has no UTC offset: add Z for UTC or the offset it was written in/);
+  });
+
+  it.each(['0001-01-02', '0099-12-31T00:00:00Z', '1969-12-31'])('a year before 1970 (%s) exits 2 instead of moving to the 1900s', async (time) => {
+    const r = await run(['billing-run', '--scheduled-time', time], NO_DB);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(new RegExp(`^--scheduled-time "${time}" is before the year 1970\\.`));
+    expect(parseIsoTime(time)).toBeUndefined();
   });
 
   it('an unknown flag exits 2 and lists the valid flags', async () => {
@@ -77,6 +90,30 @@ describe('bad input', () => {
     const typo = await run(['data-cleanup'], { ...NO_DB, NODE_ENV: 'test', JOB_FAULT_INJECTION: 'fail=1' });
     expect(typo.code).toBe(2);
     expect(typo.stderr).toContain('JOB_FAULT_INJECTION="fail=1": accepts comma-separated fail-attempts=<n|all>, timeout-ms=<n> and crash=<exception|rejection>');
+  });
+});
+
+describe('a build that cannot load its modules', () => {
+  it('a job exits 4 (failed, not alerted: its execution retries, then alerts) with a fatal log line, no stack on stderr', async () => {
+    const { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } = await import('node:fs');
+    const path = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(path.join(tmpdir(), 'bad-build-'));
+    try {
+      cpSync('dist', path.join(dir, 'dist'), { recursive: true });
+      symlinkSync(path.resolve('node_modules'), path.join(dir, 'node_modules'));
+      writeFileSync(path.join(dir, 'package.json'), readFileSync('package.json'));
+      // A module that throws as it loads, as a bad build or a missing dependency does.
+      const configJs = path.join(dir, 'dist/app/config.js');
+      writeFileSync(configJs, `throw new Error('broken build: config.js');\n${readFileSync(configJs, 'utf8')}`);
+      const proc = start(['billing-run', '--scheduled-time', '2025-01-02T00:15:00Z'], NO_DB, [process.execPath, path.join(dir, 'dist/app/main.js')]);
+      const { code } = await proc.exited;
+      expect(code).toBe(EXIT.unalerted);
+      expect(proc.logs.find((l) => l.level === 'fatal')?.msg).toBe('job billing-run could not load its modules: broken build: config.js; exiting 4');
+      expect(proc.stderr()).toBe('');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

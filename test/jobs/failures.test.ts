@@ -7,6 +7,7 @@
 import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AddressInfo } from 'node:net';
+import { EXIT } from '../../app/errors.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from '../../lib/metrics.js';
 import { lockKey } from '../../app/lock.js';
@@ -185,7 +186,7 @@ describe('the run lock\'s connection dropped mid-run', () => {
       { status: 'succeeded', attempt: 2 },
     ]);
     expect(rows[0]!.checkpoint).not.toBeNull();
-    expect(msgs(job.logs)).toContainEqual(expect.stringMatching(/^reconnecting to the database in \d+ ms \(try 1 of \d+\)/));
+    expect(msgs(job.logs)).toContainEqual(expect.stringMatching(/^reconnecting to the database in \d+ ms \(try 1, \d+ of \d+ ms out of reach\)/));
     expect(job.logs.find((l) => l.msg.startsWith('resuming from the checkpoint'))?.msg).toMatch(/^resuming from the checkpoint of attempt 1 \((failed|abandoned)\)$/);
     expect(sns.messages).toHaveLength(0);
     await expectOneInvoicePerActiveAccount(db);
@@ -257,7 +258,7 @@ describe('a final failure', () => {
     await expectNothingLeft(db);
   });
 
-  it('still exits 1 when SNS is down, and logs that the alert could not be published', async () => {
+  it('exits 4 (failed, not alerted) when SNS is down, so that its execution retries and alerts; logs that the alert could not be published', async () => {
     await reset();
     const closed = http.createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
@@ -268,9 +269,9 @@ describe('a final failure', () => {
       JOB_FAULT_INJECTION: 'fail-attempts=all',
       ...snsEnv({ url: `http://127.0.0.1:${port}` }),
     });
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(EXIT.unalerted);
     expect(r.logs.find((l) => l.msg.startsWith('could not publish the failure alert'))?.msg).toMatch(
-      /^could not publish the failure alert to arn:aws:sns:us-east-1:123456789012:job-alerts: .+; the run still exits 1$/,
+      /^could not publish the failure alert to arn:aws:sns:us-east-1:123456789012:job-alerts: .+; the run exits 4 \(failed, not alerted\), so its execution retries it and then alerts$/,
     );
     expect((await jobRuns(db)).map((x) => x.status)).toEqual(['failed', 'failed']);
     await expectNothingLeft(db);

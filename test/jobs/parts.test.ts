@@ -27,7 +27,8 @@ describe('exit codes', () => {
     expect(exitCodeOf({ kind: 'already-done', runId: '1' })).toBe(EXIT.ok);
     expect(exitCodeOf({ kind: 'already-running' })).toBe(EXIT.ok);
     expect(exitCodeOf({ kind: 'skipped' })).toBe(EXIT.ok);
-    expect(exitCodeOf({ kind: 'failed', reason: 'timeout', attempts: 1, error: 'timeout' })).toBe(1);
+    expect(exitCodeOf({ kind: 'failed', reason: 'timeout', attempts: 1, error: 'timeout', alerted: true })).toBe(EXIT.failure);
+    expect(exitCodeOf({ kind: 'failed', reason: 'timeout', attempts: 1, error: 'timeout', alerted: false })).toBe(EXIT.unalerted);
     expect(exitCodeOf({ kind: 'interrupted' })).toBe(3);
   });
 });

@@ -114,3 +114,38 @@ describe('SIGTERM in the middle of billing-run', () => {
     await expectNothingLeft(db);
   });
 });
+
+describe('SIGTERM during a statement longer than the stop grace', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await seed(db, 200);
+  });
+  afterAll(() => db.drop());
+
+  it('cancels the statement at the end of the grace, records `interrupted`, exits 3 within SHUTDOWN_TIMEOUT_MS; a rerun completes', async () => {
+    await db.withClient(async (blocker) => {
+      // The batch's INSERT waits on this lock for as long as the test holds it: a statement that never ends by itself.
+      await blocker.query('BEGIN');
+      await blocker.query('LOCK TABLE invoices IN SHARE MODE');
+      const job = startJob(db, ['billing-run'], { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS), SCHEDULED_TIME: NIGHTLY_TIME });
+      const waiting = await eventually(async () => {
+        const rows = await db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name = 'ecs-saas-backend:job:billing-run'`);
+        return rows.length > 0;
+      }, 20_000);
+      expect(waiting).toBe(true);
+      const sentAt = Date.now();
+      job.kill('SIGTERM');
+      const { code, at } = await job.exited;
+      await blocker.query('ROLLBACK');
+      expect(code, job.stdout().slice(-2_000)).toBe(3);
+      expect(at - sentAt).toBeLessThan(SHUTDOWN_TIMEOUT_MS + 1_000);
+      expect(job.logs.some((l) => /^the handler did not stop within its grace; cancelled the statements of its \d+ connection/.test(l.msg))).toBe(true);
+      expect((await jobRuns(db)).map((r) => r.status)).toEqual(['interrupted']);
+    });
+    const rerun = await runJob(db, ['billing-run'], { SCHEDULED_TIME: NIGHTLY_TIME });
+    expect(rerun.code).toBe(0);
+    await expectOneInvoicePerActiveAccount(db);
+    await expectNothingLeft(db);
+  });
+});
