@@ -167,6 +167,6 @@ export function settingsFromContext(node: Node, options: { readonly jobs?: reado
     now: new Date(),
   };
 
-  throwIfProblems(`The settings (cdk.json context) of stack ${stackName}`, [...problems, ...range.list, ...validateBackendStackProps(stackName, props)]);
+  throwIfProblems(`The settings (cdk.json context) of stack ${stackName}`, [...problems, ...range.list, ...validateBackendStackProps(stackName, props)], true);
   return { stackName, props };
 }

@@ -30,8 +30,19 @@ export interface Synthesized {
   readonly template: Template;
 }
 
-/** A fresh App and stack with `props` on top of test defaults, synthesized. */
+let shipped: Synthesized | undefined;
+
+/**
+ * A fresh App and stack with `props` on top of test defaults, synthesized. With no props, the
+ * stack as shipped is synthesized once per test worker and shared by every file in it (the
+ * infra project runs without isolation): tests only read it, and a synth costs seconds.
+ */
 export function synth(props: Partial<BackendStackProps> = {}): Synthesized {
+  if (Object.keys(props).length === 0) return (shipped ??= build({}));
+  return build(props);
+}
+
+function build(props: Partial<BackendStackProps>): Synthesized {
   const app = newApp();
   const stack = new BackendStack(app, STACK_ID, { alertEmail: TEST_ALERT_EMAIL, now: NOW, ...props });
   return { app, stack, template: Template.fromStack(stack) };

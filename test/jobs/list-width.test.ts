@@ -9,7 +9,7 @@ function jobsOnTerminal(columns: number): string {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH },
     encoding: 'utf8',
-    timeout: 60_000,
+    timeout: 170_000,
   });
   expect(run.status, run.stdout + run.stderr).toBe(0);
   return run.stdout.replace(/\r/g, '');
