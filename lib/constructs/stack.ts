@@ -22,6 +22,7 @@ import { JobMonitoring } from './job-monitoring.js';
 import { JOBS, type JobDefinition } from '../jobs.js';
 import { stackPoolBudget, type PoolBudget } from '../pool-budget.js';
 import { ScheduledJobs, validateScheduledJobs } from './scheduled-jobs.js';
+import { reportDefaultBusRules } from './rule-quota.js';
 import { ServiceMonitoring } from './service-monitoring.js';
 import { onlyServicesGetGrants } from './guard.js';
 import { InvalidSettingsError, Problems } from './validation.js';
@@ -150,6 +151,8 @@ export class BackendStack extends Stack {
 
   /** The environment whose defaults this stack was built with. */
   public readonly stage: Stage;
+  /** The EventBridge rules this stack adds to the account's default bus (synth reports them; lib/constructs/rule-quota.ts). */
+  public readonly defaultBusRules: number;
 
   constructor(scope: Construct, id: string, given: BackendStackProps) {
     // One "now" for every schedule computation, so each is made once (lib/schedule.ts remembers them).
@@ -280,6 +283,7 @@ export class BackendStack extends Stack {
     new CfnOutput(this, 'LogGroup', { value: this.logGroup.logGroupName });
     new CfnOutput(this, 'AlertTopic', { value: this.alerts.topic.topicArn });
     new CfnOutput(this, 'DatabaseSecret', { value: this.database.secret.secretArn });
+    this.defaultBusRules = reportDefaultBusRules(this);
   }
 
   /**
