@@ -1,10 +1,33 @@
+import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { defineConfig } from 'vitest/config';
 
+/** Infrastructure tests that start processes or use the run's Postgres: they run with those. */
+const INFRA_WITH_PROCESSES = ['test/infra/dockerfile.test.ts', 'test/infra/job-executions.test.ts'];
+const INFRA_SYNTH = readdirSync('test/infra')
+  .filter((f) => f.endsWith('.test.ts'))
+  .map((f) => `test/infra/${f}`)
+  .filter((f) => !INFRA_WITH_PROCESSES.includes(f));
+
+/**
+ * `npm run test:fast`: the files that neither synthesize the stack nor start servers or jobs,
+ * for the inner loop. `npm test` runs them with everything else.
+ */
+const FAST = [
+  'test/api.test.ts',
+  'test/api-security.test.ts',
+  'test/config.test.ts',
+  'test/health.test.ts',
+  'test/layout.test.ts',
+  'test/readme.test.ts',
+  'test/runtime.test.ts',
+  'test/drain-race.test.ts',
+  'test/jobs/parts.test.ts',
+  'test/jobs/registry.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    globalSetup: ['test/global-setup.ts'],
     // The Node that runs vitest (node_modules/.bin/node under npm scripts and npx) comes first
     // on every test's PATH, so a child that runs `node` (npm run build, a Dockerfile RUN line,
     // cdk's app command) gets the same Node as the tests, never the machine's.
@@ -17,5 +40,34 @@ export default defineConfig({
     pool: 'forks',
     // Two cores: more workers only makes the timing-window tests noisy.
     maxWorkers: 2,
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'fast',
+          include: FAST,
+          globalSetup: ['test/global-setup.ts'],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'processes',
+          include: ['test/**/*.test.ts'],
+          exclude: [...FAST, ...INFRA_SYNTH],
+          globalSetup: ['test/global-setup.ts'],
+        },
+      },
+      {
+        // The synth tests share one module graph per worker: aws-cdk-lib is loaded once, and
+        // the shipped stack is synthesized once (test/infra/synth.ts), not once per file.
+        extends: true,
+        test: {
+          name: 'infra',
+          include: INFRA_SYNTH,
+          isolate: false,
+        },
+      },
+    ],
   },
 });

@@ -21,7 +21,7 @@ export const ADMIN_KEY_MIN_LENGTH = 32;
 /**
  * An admin key with fewer distinct characters is refused at start-up: 32 copies of one
  * character is no secret. A random key of the minimum length clears it whatever its
- * alphabet: 32 hex digits hold about 14 distinct characters, fewer than 8 about once in 10^5.
+ * alphabet: 32 random hex digits hold 14 distinct characters on average, and fewer than 8 with a chance of 3.5 in 10^8.
  */
 export const ADMIN_KEY_MIN_DISTINCT = 8;
 

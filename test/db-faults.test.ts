@@ -155,7 +155,7 @@ describe('a table lock held for 20 s under load, DB_POOL_MAX=2', () => {
   });
   afterAll(() => db.drop());
 
-  it('requests answer 503 with Retry-After within the limits, /livez stays 200, and the API recovers at once', { timeout: 90_000 }, async () => {
+  it('requests answer 503 with Retry-After within the limits, /livez stays 200, and the API recovers at once', { timeout: 180_000 }, async () => {
     const server = await startServer({
       DATABASE_URL: db.url,
       ADMIN_API_KEY,

@@ -39,7 +39,7 @@ export async function setup(project: TestProject): Promise<void> {
   checkRuntime();
   let adminUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
   if (!adminUrl) {
-    embedded = await spawnPostgresHost({ dataDir: `.data/test-postgres-${process.pid}`, port: 0, persistent: false, database: 'postgres' });
+    embedded = await spawnPostgresHost({ dataDir: `.data/test-postgres-${process.pid}-${project.name}`, port: 0, persistent: false, database: 'postgres' });
     adminUrl = embedded.url;
   }
   const admin = newClient({ connectionString: adminUrl });

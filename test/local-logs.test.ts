@@ -23,7 +23,7 @@ describe('the local launcher\'s logs', () => {
   const env = () => ({ PATH: process.env.PATH, DATABASE_URL: db.url, DB_SSL: 'off', LOG_LEVEL: 'info' });
 
   it('are readable lines on a terminal', () => {
-    const run = spawnSync('script', ['-qec', `${process.execPath} dist/app/dev/local.js migrate`, '/dev/null'], { cwd: REPO_ROOT, env: env(), encoding: 'utf8', timeout: 60_000 });
+    const run = spawnSync('script', ['-qec', `${process.execPath} dist/app/dev/local.js migrate`, '/dev/null'], { cwd: REPO_ROOT, env: env(), encoding: 'utf8', timeout: 170_000 });
     expect(run.status, run.stdout + run.stderr).toBe(0);
     const text = run.stdout.replace(/\x1b\[[0-9;]*m/g, '');
     expect(text).toMatch(new RegExp(`^\\[\\d\\d:\\d\\d:\\d\\d\\.\\d{3}\\] INFO.*: applied ${MIGRATIONS} migration\\(s\\)`, 'm'));
@@ -31,7 +31,7 @@ describe('the local launcher\'s logs', () => {
   });
 
   it('stay JSON when piped', () => {
-    const run = spawnSync(process.execPath, ['dist/app/dev/local.js', 'migrate'], { cwd: REPO_ROOT, env: env(), encoding: 'utf8', timeout: 60_000 });
+    const run = spawnSync(process.execPath, ['dist/app/dev/local.js', 'migrate'], { cwd: REPO_ROOT, env: env(), encoding: 'utf8', timeout: 170_000 });
     expect(run.status, run.stderr).toBe(0);
     const line = JSON.parse(run.stdout.trim().split('\n').at(-1)!);
     // The first test migrated this database already.

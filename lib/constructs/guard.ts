@@ -60,7 +60,7 @@ export const GUARD_ACKNOWLEDGEMENTS: readonly GuardAcknowledgement[] = [
   },
   {
     control: 'CT.ELASTICLOADBALANCING.PR.1', rule: 'alb_http_to_https_redirection_check', type: 'AWS::ElasticLoadBalancingV2::Listener',
-    reason: 'Without a certificate (context certificateArn) HTTP is the only listener there is to serve the API; with one, port 80 redirects to HTTPS and this passes.',
+    reason: 'Without a certificate (context domainName or certificateArn; prod needs one unless allowHttp=true) HTTP is the only listener there is to serve the API; with one, port 80 redirects to HTTPS and this passes.',
     when: listenerForwardsHttp,
   },
   {

@@ -205,7 +205,7 @@ describe('the image\'s CMD as PID 1', () => {
     } finally {
       if (proc.exitCode === null) proc.kill('SIGKILL');
     }
-  }, 60_000);
+  }, 170_000);
 });
 
 /** Copies the build context Docker would get: the repository through .dockerignore (CDK's own rules). */

@@ -34,7 +34,7 @@ describe('the Control Tower guard rules', () => {
     Validations.of(app).addPlugins(await guardPlugin());
     expect(() => app.synth()).not.toThrow();
     for (const id of acknowledged(app)) used.add(id);
-  }, 120_000);
+  }, 300_000);
 
   it('acknowledge only rules a stage needs, each with its control and a reason', () => {
     for (const ack of GUARD_ACKNOWLEDGEMENTS) {
@@ -50,5 +50,5 @@ describe('the Control Tower guard rules', () => {
     acknowledgeGuardFindings(app);
     Validations.of(app).addPlugins(await guardPlugin());
     expect(() => app.synth()).toThrow(/CT\.CLOUDWATCH\.PR\.3/);
-  }, 120_000);
+  }, 300_000);
 });

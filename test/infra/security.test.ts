@@ -212,6 +212,16 @@ describe('alerts and buckets', () => {
     }
   });
 
+  it('fails synth on an example\'s placeholder address, and its own example is no address synth would accept', () => {
+    for (const email of ['oncall@yourcompany.com', 'alerts@your-domain.org', 'ops@mycompany.co.uk']) {
+      const message = errorMessage(() => new BackendStack(newApp(), 'Placeholder', { alertEmail: email, now: NOW }));
+      expect(message).toMatch(/^Stack Placeholder has 1 problem:/);
+      expect(message).toContain(`alertEmail is ${email}, a placeholder from an example, not your address`);
+      const example = /-c alertEmail=([^`]+)`/.exec(message)?.[1];
+      expect(example).toBe("<your on-call team's address>");
+    }
+  });
+
   it('subscribes nobody only when told the topic is subscribed elsewhere (alertEmail none)', () => {
     s.template.resourceCountIs('AWS::SNS::Subscription', 1);
     s.template.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'oncall@acme.io' });

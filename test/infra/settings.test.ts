@@ -48,7 +48,7 @@ describe('settings from cdk.json context', () => {
       logLevel: 'verbose',
       account: '123456789012',
     }).node));
-    expect(message).toMatch(/^The settings \(cdk\.json context\) of stack EcsSaasBackend-dev has 10 problems:/);
+    expect(message).toMatch(/^The settings \(cdk\.json context\) of stack EcsSaasBackend-dev have 10 problems:/);
     expect(message).toContain('logLevel must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"');
     expect(message).toContain('desiredCount must be a whole number, got "two"');
     expect(message).toContain('unknown context key "databaseMultiAZ": did you mean "databaseMultiAz"?');
@@ -80,7 +80,7 @@ describe('bin/app.ts', () => {
       const run = spawnSync(process.execPath, ['--import', 'tsx', 'bin/app.ts'], {
         env: { ...process.env, CDK_OUTDIR: outdir, CDK_CONTEXT_JSON: JSON.stringify({ ...CDK_CONTEXT, alertEmail: TEST_ALERT_EMAIL, stopTimeout: 150, desiredCount: 9 }) },
         encoding: 'utf8',
-        timeout: 60_000,
+        timeout: 170_000,
       });
       expect(run.status).toBe(1);
       expect(run.stderr).toContain('stopTimeout must be a whole number of seconds between 2 and 120, got 150');

@@ -20,6 +20,9 @@ export const STACK_ID = 'Test';
 /** cdk.json ships no alertEmail (synth refuses to deploy alerts to nobody), so the tests give one. */
 export const TEST_ALERT_EMAIL = 'oncall@acme.io';
 
+/** A domain for HTTPS, as the prod stage needs one (lib/constructs/https.ts). */
+export const TEST_DOMAIN = { domainName: 'api.acme.io', hostedZoneId: 'Z0123456789ABCDEFGHIJ', hostedZoneName: 'acme.io' } as const;
+
 export function newApp(context: Record<string, unknown> = {}): App {
   return new App({ context: { ...CDK_CONTEXT, alertEmail: TEST_ALERT_EMAIL, ...context } });
 }
@@ -30,8 +33,19 @@ export interface Synthesized {
   readonly template: Template;
 }
 
-/** A fresh App and stack with `props` on top of test defaults, synthesized. */
+let shipped: Synthesized | undefined;
+
+/**
+ * A fresh App and stack with `props` on top of test defaults, synthesized. With no props, the
+ * stack as shipped is synthesized once per test worker and shared by every file in it (the
+ * infra project runs without isolation): tests only read it, and a synth costs seconds.
+ */
 export function synth(props: Partial<BackendStackProps> = {}): Synthesized {
+  if (Object.keys(props).length === 0) return (shipped ??= build({}));
+  return build(props);
+}
+
+function build(props: Partial<BackendStackProps>): Synthesized {
   const app = newApp();
   const stack = new BackendStack(app, STACK_ID, { alertEmail: TEST_ALERT_EMAIL, now: NOW, ...props });
   return { app, stack, template: Template.fromStack(stack) };

@@ -211,6 +211,6 @@ describe('npm run job:aws', () => {
       expect(out.stdout).toBe('');
       // Nothing was sent: the SDK signs no request without both.
       expect(sfn.requests).toEqual([]);
-    }, 60_000);
+    }, 170_000);
   });
 });
