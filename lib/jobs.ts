@@ -7,7 +7,7 @@
  * so that the container and synth read (and validate) the very same rows.
  */
 import { CONTAINER_COMMANDS } from './commands.js';
-import { longestIntervalMs, parseSchedule, shortestIntervalMs } from './schedule.js';
+import { isTimeZone, longestIntervalMs, parseSchedule, shortestIntervalMs, skippedRuns, type Schedule } from './schedule.js';
 
 export { CONTAINER_COMMANDS };
 
@@ -19,8 +19,15 @@ export interface JobDefinition {
   readonly name: string;
   /** One line for `npm run jobs`, the rule's description and the alerts. */
   readonly description: string;
-  /** An EventBridge `cron(...)` or `rate(...)` expression, in UTC. */
+  /** An EventBridge `cron(...)` or `rate(...)` expression, read in `timeZone`. */
   readonly schedule: string;
+  /**
+   * The IANA time zone the schedule's times are in ("Europe/Berlin"), and the zone of the
+   * days and weeks the job works on (app/jobs/periods.ts). A job with one is started by an
+   * EventBridge Scheduler schedule, which follows the zone's daylight saving changes; a job
+   * without one by an EventBridge rule, in UTC. @default - UTC, through an EventBridge rule
+   */
+  readonly timeZone?: string;
   /** Fargate CPU units (256 = 0.25 vCPU). With `memoryMiB` it must be a valid Fargate size. */
   readonly cpu: number;
   /** Fargate memory, MiB. */
@@ -95,8 +102,11 @@ export const JOBS = [
   },
   {
     name: 'weekly-export',
-    description: 'Writes last week\'s invoices as CSV to the export bucket',
-    schedule: 'cron(0 3 ? * MON *)',
+    description: 'Writes last week\'s invoices (Monday to Sunday, Berlin time) as CSV to the export bucket',
+    // The finance team that reads the export works in Berlin: the file is there at 06:00 on
+    // their Monday, summer and winter, and its week is their week.
+    schedule: 'cron(0 6 ? * MON *)',
+    timeZone: 'Europe/Berlin',
     cpu: 512,
     memoryMiB: 1024,
     timeoutSeconds: 60 * 60,
@@ -140,6 +150,20 @@ const MAX_NAME_LENGTH = 40;
 const MAX_RETRIES = 10;
 /** Each task retry waits longer (lib/job-flow.ts); more than this would hold an execution for hours. */
 export const MAX_TASK_RETRIES = 5;
+/**
+ * Jobs whose periods are the UTC days the data is stored by; a time zone would give them days
+ * that the rest of the data does not share, so the table refuses one (UTC aside).
+ */
+export const UTC_DAY_JOBS: Readonly<Record<string, string>> = {
+  'billing-run': 'its invoices are UTC days (app/billing.ts), which the API also bills and checks usage against',
+  'report-aggregation': 'its rollups are UTC days, and data-cleanup deletes usage once its UTC day is rolled up',
+};
+
+/** The job's schedule, read in its time zone. Throws like parseSchedule. */
+export function scheduleOf(job: Pick<JobDefinition, 'schedule' | 'timeZone'>): Schedule {
+  return parseSchedule(job.schedule, job.timeZone);
+}
+
 /** `taskRetries` of a row that does not set it. */
 export const DEFAULT_TASK_RETRIES = 2;
 
@@ -172,11 +196,23 @@ export function validateJobs(jobs: readonly JobDefinition[], now: Date = new Dat
       bad('description', 'must be a non-empty string');
     }
 
-    let schedule: ReturnType<typeof parseSchedule> | undefined;
+    const zoneValid = job.timeZone === undefined || isTimeZone(job.timeZone);
+    if (!zoneValid) {
+      bad('timeZone', `${JSON.stringify(job.timeZone)} is not an IANA time zone name; use one like "Europe/Berlin", "America/New_York" or "UTC"`);
+    } else if (job.timeZone !== undefined && job.timeZone !== 'UTC' && Object.hasOwn(UTC_DAY_JOBS, job.name)) {
+      bad('timeZone', `cannot be ${JSON.stringify(job.timeZone)}: ${UTC_DAY_JOBS[job.name]}`);
+    }
+
+    let schedule: Schedule | undefined;
     try {
-      schedule = parseSchedule(job.schedule);
+      schedule = parseSchedule(job.schedule, zoneValid ? job.timeZone : undefined);
     } catch (err) {
       bad('schedule', `${JSON.stringify(job.schedule)} is invalid: ${(err as Error).message}`);
+    }
+    const skipped = schedule ? skippedRuns(schedule, now) : [];
+    if (skipped.length > 0) {
+      bad('schedule', `${job.schedule} in ${job.timeZone} names a time the clocks skip: ${skipped[0]} does not exist there, and EventBridge Scheduler skips that run, ` +
+        'so its period would never be worked on; pick a time outside the hour the clocks skip (for a job that runs hourly or more often, use rate())');
     }
 
     const memoryChoices = fargateMemoryChoices(job.cpu);

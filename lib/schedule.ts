@@ -1,6 +1,6 @@
 /**
  * EventBridge schedule expressions: parsing, the next run times, the shortest gap between
- * runs, and a description in words.
+ * runs, and a description in words, in UTC or in a job's time zone.
  *
  * Plain data and croner, no aws-cdk-lib: synth validates the jobs table with this module and
  * the container's `npm run jobs` describes the same table with it.
@@ -9,20 +9,45 @@
  * in UTC, with day-of-week numbered 1 (SUN) to 7 (SAT) and exactly one of the two day fields
  * set to `?`. Croner reads the same grammar as a seven-part pattern (seconds first) in its
  * Quartz weekday mode, so the expression is handed to it unchanged but for a leading `0`.
+ *
+ * A job with a time zone is run by EventBridge Scheduler, which reads the same expression in
+ * that zone. Its guide ("Daylight savings time on EventBridge Scheduler",
+ * https://docs.aws.amazon.com/scheduler/latest/UserGuide/schedule-types.html#daylist-savings-time)
+ * states two rules, which `zonedRuns` applies:
+ * - spring: a time that does not exist that day (it falls in the skipped hour) is skipped,
+ *   not moved (croner's own time zone mode would move it to the first minute after the gap);
+ * - autumn: a time that occurs twice (it falls in the repeated hour) runs only once; the guide
+ *   does not say which of the two instants, so the first is taken. Both are the same local day,
+ *   so a job's period (app/jobs/periods.ts) is the same either way.
+ * A `rate()` is a fixed duration after the previous invocation, whatever the zone.
  */
 import { Cron } from 'croner';
 import cronstrue from 'cronstrue';
+import { isTimeZone, offsetMs, springChanges, wallClock } from './time-zones.js';
+
+export { isTimeZone, wallClock };
 
 export type Schedule =
-  | { readonly kind: 'rate'; readonly expression: string; readonly everyMs: number }
-  | { readonly kind: 'cron'; readonly expression: string; readonly fields: string };
+  | { readonly kind: 'rate'; readonly expression: string; readonly everyMs: number; readonly timeZone?: string }
+  | { readonly kind: 'cron'; readonly expression: string; readonly fields: string; readonly timeZone?: string };
+
+/** The zone of a schedule without one: EventBridge rules run in UTC. */
+export const UTC = 'UTC';
+
 
 const RATE = /^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$/;
 const CRON = /^cron\((.+)\)$/;
 const UNIT_MS = { minute: 60_000, hour: 3_600_000, day: 86_400_000 } as const;
 
-/** Parses an EventBridge `rate(...)` or `cron(...)` expression, or throws an Error saying what is wrong. */
-export function parseSchedule(expression: string): Schedule {
+/**
+ * Parses an EventBridge `rate(...)` or `cron(...)` expression, read in `timeZone` (an IANA
+ * name; UTC without one), or throws an Error saying what is wrong.
+ */
+export function parseSchedule(expression: string, timeZone?: string): Schedule {
+  if (timeZone !== undefined && !isTimeZone(timeZone)) {
+    throw new Error(`time zone ${JSON.stringify(timeZone)} is not an IANA time zone name (e.g. "Europe/Berlin")`);
+  }
+  const zone = timeZone === undefined ? {} : { timeZone };
   const rate = RATE.exec(expression);
   if (rate) {
     const value = Number(rate[1]);
@@ -33,7 +58,7 @@ export function parseSchedule(expression: string): Schedule {
     if ((value === 1) !== (unit === singular)) {
       throw new Error(`rate unit must be "${value === 1 ? singular : `${singular}s`}" for a value of ${value}`);
     }
-    return { kind: 'rate', expression, everyMs: value * UNIT_MS[singular] };
+    return { kind: 'rate', expression, everyMs: value * UNIT_MS[singular], ...zone };
   }
   const cron = CRON.exec(expression);
   if (cron) {
@@ -50,14 +75,14 @@ export function parseSchedule(expression: string): Schedule {
     } catch (err) {
       throw new Error(`cron fields are invalid: ${(err as Error).message}`);
     }
-    return { kind: 'cron', expression, fields: fields.join(' ') };
+    return { kind: 'cron', expression, fields: fields.join(' '), ...zone };
   }
   throw new Error('expected "rate(N unit)" or "cron(minutes hours day-of-month month day-of-week year)"');
 }
 
-function toCron(fields: string): Cron {
+function toCron(fields: string, timeZone: string = UTC): Cron {
   return new Cron(`0 ${fields}`, {
-    utcOffset: 0,
+    ...(timeZone === UTC ? { utcOffset: 0 } : { timezone: timeZone }),
     mode: '7-part',
     alternativeWeekdays: true,
     sloppyRanges: true,
@@ -72,11 +97,15 @@ function toCron(fields: string): Cron {
 const upcomingRunsCache = new Map<string, readonly Date[]>();
 const UPCOMING_RUNS_CACHE_SIZE = 512;
 
-function upcomingRuns(fields: string, from: Date): readonly Date[] {
-  const key = `${fields}@${from.getTime()}`;
+function upcomingRuns(schedule: Schedule & { kind: 'cron' }, from: Date): readonly Date[] {
+  const key = `${schedule.fields}@${schedule.timeZone ?? UTC}@${from.getTime()}`;
   let runs = upcomingRunsCache.get(key);
   if (runs === undefined) {
-    runs = toCron(fields).nextRuns(1_000, from);
+    // A zoned cron's instants cost a few Intl look-ups each, so it looks a year ahead (its
+    // daylight saving changes included) rather than 1,000 runs, which are years for a daily job.
+    runs = schedule.timeZone === undefined || schedule.timeZone === UTC
+      ? cronRuns(schedule, 1_000, from)
+      : zonedRuns(schedule.fields, schedule.timeZone, 1_000, from, new Date(from.getTime() + YEAR_AHEAD_MS));
     if (upcomingRunsCache.size >= UPCOMING_RUNS_CACHE_SIZE) upcomingRunsCache.delete(upcomingRunsCache.keys().next().value!);
     upcomingRunsCache.set(key, runs);
   }
@@ -91,7 +120,58 @@ export function nextRuns(schedule: Schedule, count: number, from: Date = new Dat
   if (schedule.kind === 'rate') {
     return Array.from({ length: count }, (_, i) => new Date(from.getTime() + (i + 1) * schedule.everyMs));
   }
-  return toCron(schedule.fields).nextRuns(count, from);
+  return cronRuns(schedule, count, from);
+}
+
+function cronRuns(schedule: Schedule & { kind: 'cron' }, count: number, from: Date): Date[] {
+  const zone = schedule.timeZone ?? UTC;
+  return zone === UTC ? toCron(schedule.fields).nextRuns(count, from) : zonedRuns(schedule.fields, zone, count, from);
+}
+
+
+/** A year and two days: a year of runs, and the first after it. */
+const YEAR_AHEAD_MS = 368 * 86_400_000;
+
+/** Offsets lie within UTC−12 and UTC+14: a wall time's instants are within this far of it read as UTC. */
+const OFFSET_BOUND_MS = 15 * 3_600_000;
+
+/**
+ * The instant Scheduler runs the wall time `wall` (ms, the local time read as if UTC) in
+ * `zone`: of the offsets around it, the earliest instant whose wall clock is `wall`. None
+ * when the clocks skip it (spring); the first of two when they repeat it (autumn).
+ */
+function instantOf(wall: number, zone: string): number | undefined {
+  const offsets = new Set([offsetMs(wall - OFFSET_BOUND_MS, zone), offsetMs(wall + OFFSET_BOUND_MS, zone)]);
+  let first: number | undefined;
+  for (const offset of offsets) {
+    const t = wall - offset;
+    if (offsetMs(t, zone) === offset && (first === undefined || t < first)) first = t;
+  }
+  return first;
+}
+
+/**
+ * Scheduler's runs of a cron in `zone`: the expression's wall times (croner in UTC, which is
+ * several times faster than its zoned mode), each at the instant `instantOf` gives it, so a
+ * time in the spring gap is skipped and a repeated one runs once.
+ */
+function zonedRuns(fields: string, zone: string, count: number, from: Date, until?: Date): Date[] {
+  const cron = toCron(fields);
+  const runs: Date[] = [];
+  // Walls from before `from`'s own: the zone's wall clock may run up to a day behind UTC.
+  let wall: Date | null = new Date(from.getTime() + offsetMs(from.getTime(), zone) - 3 * 3_600_000);
+  while (runs.length < count) {
+    // Small batches: each wall time costs Intl look-ups, and `until` may end the walk early.
+    const batch = cron.nextRuns(Math.min(count - runs.length, 64) + 8, wall);
+    if (batch.length === 0) break;
+    for (const w of batch) {
+      const t = instantOf(w.getTime(), zone);
+      if (t !== undefined && t > from.getTime() && runs.length < count) runs.push(new Date(t));
+    }
+    wall = batch[batch.length - 1]!;
+    if (until !== undefined && wall.getTime() - OFFSET_BOUND_MS > until.getTime()) return runs.filter((r, i) => i < 2 || r <= until);
+  }
+  return runs;
 }
 
 /**
@@ -101,7 +181,7 @@ export function nextRuns(schedule: Schedule, count: number, from: Date = new Dat
  */
 export function shortestIntervalMs(schedule: Schedule, from: Date = new Date()): number {
   if (schedule.kind === 'rate') return schedule.everyMs;
-  const runs = upcomingRuns(schedule.fields, from);
+  const runs = upcomingRuns(schedule, from);
   let shortest = Infinity;
   for (let i = 1; i < runs.length; i++) {
     shortest = Math.min(shortest, runs[i]!.getTime() - runs[i - 1]!.getTime());
@@ -115,7 +195,7 @@ export function shortestIntervalMs(schedule: Schedule, from: Date = new Date()):
  */
 export function longestIntervalMs(schedule: Schedule, from: Date = new Date()): number {
   if (schedule.kind === 'rate') return schedule.everyMs;
-  const runs = upcomingRuns(schedule.fields, from);
+  const runs = upcomingRuns(schedule, from);
   let longest = 0;
   for (let i = 1; i < runs.length; i++) {
     longest = Math.max(longest, runs[i]!.getTime() - runs[i - 1]!.getTime());
@@ -123,7 +203,7 @@ export function longestIntervalMs(schedule: Schedule, from: Date = new Date()): 
   return runs.length > 1 ? longest : Infinity;
 }
 
-/** The schedule in words, e.g. "At 00:15, every day (UTC)". */
+/** The schedule in words, e.g. "At 00:15, every day (UTC)" or "At 06:00, only on Monday (Europe/Berlin)". */
 export function describeSchedule(schedule: Schedule): string {
   if (schedule.kind === 'rate') {
     return `Every ${schedule.expression.slice('rate('.length, -1)}`;
@@ -134,5 +214,27 @@ export function describeSchedule(schedule: Schedule): string {
     use24HourTimeFormat: true,
     verbose: false,
   });
-  return `${text} (UTC)`;
+  return `${text} (${schedule.timeZone ?? UTC})`;
+}
+
+
+
+
+/**
+ * The wall times ("2027-03-28 02:30") in the year after `from` at which a cron schedule in a
+ * time zone would run but for the spring change: they do not exist, and Scheduler skips
+ * them (see the top of this module). Empty for a rate() or a schedule in UTC.
+ */
+export function skippedRuns(schedule: Schedule, from: Date = new Date()): string[] {
+  const zone = schedule.timeZone ?? UTC;
+  if (schedule.kind === 'rate' || zone === UTC) return [];
+  const wallCron = toCron(schedule.fields);
+  const skipped: string[] = [];
+  for (const change of springChanges(zone, from.getTime())) {
+    // Wall times from the old clock's reading at the change up to the new one's do not exist.
+    for (let wall = change.at + change.before; wall < change.at + change.after; wall += 60_000) {
+      if (wallCron.match(new Date(wall))) skipped.push(new Date(wall).toISOString().slice(0, 16).replace('T', ' '));
+    }
+  }
+  return skipped;
 }

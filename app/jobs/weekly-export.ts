@@ -1,6 +1,6 @@
 /**
- * weekly-export: last week's invoices (Monday to Sunday, UTC) as one CSV file, in EXPORT_DIR
- * and, when EXPORT_BUCKET is set, in S3.
+ * weekly-export: last week's invoices (Monday to Sunday, in the job's time zone: the days of
+ * the invoices' period_start) as one CSV file, in EXPORT_DIR and, when EXPORT_BUCKET is set, in S3.
  *
  * The pattern to copy for "produce a file": the name is a function of the period only
  * (`invoices-week-<monday>.csv`, the same S3 key), the file is written to a temporary name
@@ -12,14 +12,18 @@
 import { createReadStream } from 'node:fs';
 import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { findJob } from '../../lib/jobs.js';
 import { isoDate } from '../billing.js';
-import { DAY_MS, defineJob, utcMidnight } from './handler.js';
+import { DAY_MS, defineJob } from './handler.js';
+import { previousWeek, zoneOf } from './periods.js';
 
-/** The Monday (UTC) that starts the week before the one containing `t`, and the Monday after it. */
-export function exportWeekFor(t: Date): { start: string; end: string } {
-  const midnight = utcMidnight(t).getTime();
-  const thisMonday = midnight - ((t.getUTCDay() + 6) % 7) * DAY_MS;
-  return { start: isoDate(new Date(thisMonday - 7 * DAY_MS)), end: isoDate(new Date(thisMonday)) };
+/**
+ * The Monday that starts the week before the one containing `t`, and the Monday after it,
+ * local dates in `zone` (the job's; UTC by default).
+ */
+export function exportWeekFor(t: Date, zone: string = zoneOf(findJob('weekly-export'))): { start: string; end: string } {
+  const week = previousWeek(t, zone);
+  return { start: week.startDate, end: week.endDate };
 }
 
 /** The file name, and the S3 key under `exports/`: one per week, whatever the run. */
@@ -59,7 +63,7 @@ export const weeklyExport = defineJob<never>({
   },
 
   async run(ctx) {
-    const week = exportWeekFor(ctx.scheduledTime);
+    const week = exportWeekFor(ctx.scheduledTime, zoneOf(ctx.job));
     const name = exportFileName(week);
     const dir = path.resolve(ctx.config.EXPORT_DIR);
     const target = path.join(dir, name);

@@ -28,7 +28,10 @@ export interface AlertsProps {
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 /** RFC 2606's example domains: an address there reaches nobody. */
 const RESERVED_DOMAIN = /@(.+\.)?(example\.(com|net|org)|example|invalid|test|localhost)$/i;
-const HOW_TO_SET = `set it with \`cdk deploy -c alertEmail=oncall@yourcompany.com\` or in cdk.json's context, or to "${SUBSCRIBED_ELSEWHERE}" when the alert topic is subscribed elsewhere`;
+/** The domains of a pasted example (`oncall@yourcompany.com`): a placeholder, not an address. */
+const PLACEHOLDER_DOMAIN = /@(.+\.)?(your|my)[-_]?(company|domain|org|organi[sz]ation|team|business|corp)\.[a-z.]+$/i;
+// The example has no address in it: one that synth accepts would be deployed as pasted.
+const HOW_TO_SET = `set it with \`cdk deploy -c alertEmail=<your on-call team's address>\` or in cdk.json's context, or to "${SUBSCRIBED_ELSEWHERE}" when the alert topic is subscribed elsewhere`;
 
 /** Every problem with `props`. */
 export function validateAlertsProps(props: Partial<AlertsProps>): string[] {
@@ -37,6 +40,7 @@ export function validateAlertsProps(props: Partial<AlertsProps>): string[] {
   if (Token.isUnresolved(email) || email === SUBSCRIBED_ELSEWHERE) return [];
   if (!EMAIL.test(email)) return [`alertEmail must be an email address, got ${JSON.stringify(email)}: ${HOW_TO_SET}`];
   if (RESERVED_DOMAIN.test(email)) return [`alertEmail is ${email}, a reserved example domain that reaches nobody: ${HOW_TO_SET}`];
+  if (PLACEHOLDER_DOMAIN.test(email)) return [`alertEmail is ${email}, a placeholder from an example, not your address: ${HOW_TO_SET}`];
   return [];
 }
 
@@ -47,7 +51,7 @@ export class Alerts extends Construct {
   public readonly key: kms.Key;
 
   constructor(scope: Construct, id: string, props: AlertsProps) {
-    throwIfProblems('The alerts', validateAlertsProps(props));
+    throwIfProblems('The alert topic', validateAlertsProps(props));
     super(scope, id);
     const stack = Stack.of(this);
     // Only this account's alarms and rules may use the key and the topic (no confused deputy).

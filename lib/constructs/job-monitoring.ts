@@ -5,7 +5,9 @@
  *   dead man's switch, so a job that never starts, or whose rule is gone, still pages).
  * - Failed (exit 1): the job runner's own alert. No alarm repeats it: its `Failed` metric is on
  *   the dashboard, and if the runner cannot publish, the missed-run alarm still fires.
- * - Delivery: EventBridge could not start the job's execution (StartExecution failed).
+ * - Delivery: EventBridge could not start the job's execution (StartExecution failed). For a job
+ *   with a time zone, started by a Scheduler schedule: a failed start (TargetErrorCount), and a
+ *   start given up after the retries (InvocationDroppedCount), from the schedule's own group.
  * - Dead letters: a schedule event landed in the job's dead-letter queue.
  * - A task that dies (killed, OOM, Spot, failed to start, exit 2, the backstop timeout): the job's
  *   state machine retries what is safe to retry and sends the one alert (lib/constructs/job-state-machine.ts).
@@ -47,6 +49,8 @@ export interface JobMonitoringProps {
 export interface JobAlarms {
   readonly missedRun: cloudwatch.Alarm;
   readonly delivery: cloudwatch.Alarm;
+  /** A Scheduler start given up after its retries; undefined for a job started by a rule (its FailedInvocations already means that). */
+  readonly dropped?: cloudwatch.Alarm;
   readonly deadLetters: cloudwatch.Alarm;
   readonly executionsFailed: cloudwatch.Alarm;
   readonly executionsTimedOut: cloudwatch.Alarm;
@@ -118,11 +122,12 @@ export class JobMonitoring extends Construct {
     // validateScheduledJobs has already rejected every schedule this could not cover.
     const window = missedRunWindow(job, o.now)!;
     const windowText = formatDuration(window.periodSeconds * window.evaluationPeriods);
+    const scheduleText = job.timeZone === undefined ? job.schedule : `${job.schedule} in ${job.timeZone}`;
     const missedRun = new cloudwatch.Alarm(scope, 'MissedRun', {
       alarmName: name('missed-run'),
       alarmDescription: window.alignment === 'wall-clock'
-        ? `${job.name} has not succeeded in the last ${windowText} of whole UTC days (schedule ${job.schedule}). Runbook: ${RUNBOOK.missedRun}`
-        : `${job.name} has not succeeded for ${windowText} (the longest gap of ${job.schedule} plus ${job.missedRunGraceMinutes} min grace). Runbook: ${RUNBOOK.missedRun}`,
+        ? `${job.name} has not succeeded in the last ${windowText} of whole UTC days (schedule ${scheduleText}). Runbook: ${RUNBOOK.missedRun}`
+        : `${job.name} has not succeeded for ${windowText} (the longest gap of ${scheduleText} plus ${job.missedRunGraceMinutes} min grace). Runbook: ${RUNBOOK.missedRun}`,
       metric: jobMetric(JOB_METRICS.succeeded, cloudwatch.Stats.SUM, Duration.seconds(window.periodSeconds)),
       threshold: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
@@ -131,21 +136,42 @@ export class JobMonitoring extends Construct {
     });
     applyEvaluationWindow(missedRun, window);
 
-    const delivery = new cloudwatch.Alarm(scope, 'Delivery', {
-      alarmName: name('delivery'),
-      alarmDescription: `EventBridge could not start ${job.name}'s execution (StartExecution failed). Runbook: ${RUNBOOK.delivery}`,
-      metric: new cloudwatch.Metric({
-        namespace: 'AWS/Events',
-        metricName: 'FailedInvocations',
-        dimensionsMap: { RuleName: scheduled.rule.ruleName },
-        statistic: cloudwatch.Stats.SUM,
-        period,
-      }),
+    const countAlarm = (id: string, alarmName: string, alarmDescription: string, metric: cloudwatch.IMetric) => new cloudwatch.Alarm(scope, id, {
+      alarmName,
+      alarmDescription,
+      metric,
       threshold: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       evaluationPeriods: 1,
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
+    let delivery: cloudwatch.Alarm;
+    let dropped: cloudwatch.Alarm | undefined;
+    if (scheduled.schedule) {
+      const schedulerMetric = (metricName: string) => new cloudwatch.Metric({
+        namespace: 'AWS/Scheduler',
+        metricName,
+        dimensionsMap: { ScheduleGroup: scheduled.schedule!.group.name! },
+        statistic: cloudwatch.Stats.SUM,
+        period,
+      });
+      delivery = countAlarm('Delivery', name('delivery'),
+        `EventBridge Scheduler could not start ${job.name}'s execution (StartExecution failed; it retries). Runbook: ${RUNBOOK.delivery}`,
+        schedulerMetric('TargetErrorCount'));
+      dropped = countAlarm('Dropped', name('dropped'),
+        `EventBridge Scheduler gave up starting ${job.name}'s execution after its retries: a run never started. Runbook: ${RUNBOOK.deadLetters}`,
+        schedulerMetric('InvocationDroppedCount'));
+    } else {
+      delivery = countAlarm('Delivery', name('delivery'),
+        `EventBridge could not start ${job.name}'s execution (StartExecution failed). Runbook: ${RUNBOOK.delivery}`,
+        new cloudwatch.Metric({
+          namespace: 'AWS/Events',
+          metricName: 'FailedInvocations',
+          dimensionsMap: { RuleName: scheduled.rule!.ruleName },
+          statistic: cloudwatch.Stats.SUM,
+          period,
+        }));
+    }
 
     const deadLetters = new cloudwatch.Alarm(scope, 'DeadLetters', {
       alarmName: name('dead-letters'),
@@ -174,7 +200,7 @@ export class JobMonitoring extends Construct {
     const executionsTimedOut = executionAlarm('ExecutionsTimedOut', 'timed-out', sm.metricTimedOut({ statistic: cloudwatch.Stats.SUM, period }));
     const executionsAborted = executionAlarm('ExecutionsAborted', 'aborted', sm.metricAborted({ statistic: cloudwatch.Stats.SUM, period }));
 
-    return { missedRun, delivery, deadLetters, executionsFailed, executionsTimedOut, executionsAborted };
+    return { missedRun, delivery, ...(dropped ? { dropped } : {}), deadLetters, executionsFailed, executionsTimedOut, executionsAborted };
   }
 }
 

@@ -19,11 +19,16 @@
  *   next year of runs.
  * - A `rate()` has no fixed phase, so it cannot use a wall clock window; past the cap it is
  *   rejected, as is any schedule with gaps longer than seven days.
+ *
+ * A job in a time zone has its gaps measured on the instants Scheduler runs it at: a nightly
+ * job's longest gap is the 25 hours across the autumn change, so its window is 25 hours plus
+ * the grace. The wall clock window stays in whole UTC days, and the check runs over the
+ * zoned instants, so a weekly job's runs must land (grace included) within their UTC day.
  */
 import type { Alarm, CfnAlarm } from 'aws-cdk-lib/aws-cloudwatch';
 import { LIMITS } from '../defaults.js';
-import type { JobDefinition } from '../jobs.js';
-import { longestIntervalMs, nextRuns, parseSchedule, type Schedule } from '../schedule.js';
+import { scheduleOf, type JobDefinition } from '../jobs.js';
+import { longestIntervalMs, nextRuns, type Schedule } from '../schedule.js';
 
 export interface MissedRunWindow {
   /** One evaluation period, in seconds. */
@@ -45,7 +50,7 @@ function choose(job: JobDefinition, now: Date): Choice | undefined {
   let schedule: Schedule;
   let longestMs: number;
   try {
-    schedule = parseSchedule(job.schedule);
+    schedule = scheduleOf(job);
     longestMs = longestIntervalMs(schedule, now);
   } catch {
     return undefined; // validateJobs reports a bad schedule
@@ -58,7 +63,9 @@ function choose(job: JobDefinition, now: Date): Choice | undefined {
   }
   const days = (longestMs / 86_400_000).toFixed(1);
   const weekly: MissedRunWindow = { periodSeconds: DAY_S, evaluationPeriods: LIMITS.alarmWindowSeconds / DAY_S, alignment: 'wall-clock' };
-  if (schedule.kind === 'cron' && longestMs / 1_000 <= LIMITS.alarmWindowSeconds) {
+  // A weekly job in a time zone is 7 days and an hour apart across the autumn change; the
+  // replay of its runs below decides whether the whole UTC days still cover it.
+  if (schedule.kind === 'cron' && longestMs / 1_000 <= LIMITS.alarmWindowSeconds + DAY_S) {
     const runs = nextRuns(schedule, RUNS_CHECKED, now).map((d) => d.getTime());
     const late = firstUncoveredRun(runs, graceS * 1_000, weekly);
     if (late === undefined) return { window: weekly };

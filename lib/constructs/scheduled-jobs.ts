@@ -1,8 +1,9 @@
 /**
  * The scheduled jobs: for every enabled row of the jobs table, a Fargate task definition, a
  * Step Functions state machine that runs it until it finishes (lib/constructs/job-state-machine.ts), and
- * one EventBridge rule that starts an execution on the job's schedule, with a retry policy and
- * a dead-letter queue.
+ * what starts an execution on the job's schedule, with a retry policy and a dead-letter queue:
+ * an EventBridge rule, or for a job with a time zone an EventBridge Scheduler schedule
+ * (lib/constructs/job-starter.ts).
  *
  * Each job's resources live in a nested stack of their own, named after the job: a stack holds
  * at most 500 resources, and a job brings about ten. Adding, removing or disabling one job adds
@@ -13,8 +14,8 @@
 import { Duration, NestedStack, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
-import * as events from 'aws-cdk-lib/aws-events';
-import * as targets from 'aws-cdk-lib/aws-events-targets';
+import type * as events from 'aws-cdk-lib/aws-events';
+import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as kms from 'aws-cdk-lib/aws-kms';
@@ -28,9 +29,10 @@ import { nagText } from './nag.js';
 import { CONTAINER, JOB_DEFAULTS, LIMITS, OBSERVABILITY_DEFAULTS } from '../defaults.js';
 import { RUNBOOK, TASK_START_ALLOWANCE_SECONDS } from '../job-flow.js';
 import { jobStateMachineDefinition } from './job-state-machine.js';
-import { JOBS, validateJobs, type JobDefinition } from '../jobs.js';
+import { addJobStarter, SCHEDULE_DLQ_SUFFIX, startsBySchedule } from './job-starter.js';
+import { JOBS, scheduleOf, validateJobs, type JobDefinition } from '../jobs.js';
 import { missedRunProblems } from './missed-run.js';
-import { parseSchedule, shortestIntervalMs } from '../schedule.js';
+import { shortestIntervalMs } from '../schedule.js';
 import { InvalidSettingsError, Problems } from './validation.js';
 
 export interface ScheduledJobsProps {
@@ -73,8 +75,10 @@ export interface ScheduledJob {
   readonly container: ecs.ContainerDefinition;
   /** Runs the task until it finishes, retries what is safe to retry, alerts once. */
   readonly stateMachine: sfn.StateMachine;
-  /** The rule that starts an execution on the job's schedule. */
-  readonly rule: events.Rule;
+  /** The rule that starts an execution on the job's schedule; undefined for a job with a time zone. */
+  readonly rule: events.Rule | undefined;
+  /** The Scheduler schedule that does so for a job with a time zone, and its own group (its metrics' dimension). */
+  readonly schedule: { readonly schedule: scheduler.CfnSchedule; readonly group: scheduler.CfnScheduleGroup } | undefined;
   /** Schedule events EventBridge could not deliver (StartExecution failed after the retries). */
   readonly deadLetterQueue: sqs.Queue;
   /** The job's task role: publish to the alert topic, plus uploads to the export bucket when the job uses it. */
@@ -121,6 +125,8 @@ export class ScheduledJobs extends Construct {
   public readonly exportTaskRole: iam.Role | undefined;
   /** The role EventBridge starts every job's execution with. */
   public readonly eventsRole: iam.Role;
+  /** The role EventBridge Scheduler starts the zoned jobs' executions with; undefined without such a job. */
+  public readonly schedulerRole: iam.Role | undefined;
   /** The one role of every job's state machine: run the job tasks, pass their roles, publish the alert. */
   public readonly stateMachineRole: iam.Role;
   /** Where every job's state machine logs its executions. */
@@ -129,7 +135,7 @@ export class ScheduledJobs extends Construct {
   public readonly namePrefix: string;
 
   constructor(scope: Construct, id: string, props: ScheduledJobsProps) {
-    const jobs = props.jobs ?? JOBS;
+    const jobs: readonly JobDefinition[] = props.jobs ?? JOBS;
     const namePrefix = props.namePrefix ?? Stack.of(scope).stackName;
     const problems = new Problems();
     problems.seconds('job stopTimeout', props.stopTimeout, LIMITS.stopTimeoutSeconds);
@@ -181,8 +187,25 @@ export class ScheduledJobs extends Construct {
     });
     const stateMachines = arn('states', `stateMachine:${jobResourceName(namePrefix, { name: '' })}*`);
     this.eventsRole.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [stateMachines] }));
-    acknowledgeResource(this.eventsRole, stateMachines,
-      'The state machines live in the jobs\' nested stacks; one pattern of their names (<stack>-<job>) stays the same size for 200 jobs, where their ARNs would pass IAM\'s policy size limit.');
+    const stateMachinesReason = 'The state machines live in the jobs\' nested stacks; one pattern of their names (<stack>-<job>) stays the same size for 200 jobs, where their ARNs would pass IAM\'s policy size limit.';
+    acknowledgeResource(this.eventsRole, stateMachines, stateMachinesReason);
+
+    if (enabled.some(startsBySchedule)) {
+      // Scheduler assumes the role for schedules of this account only (its guide, "Confused deputy prevention").
+      this.schedulerRole = new iam.Role(this, 'SchedulerRole', {
+        assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', { conditions: { StringEquals: { 'aws:SourceAccount': stack.account } } }),
+        description: 'EventBridge Scheduler starts the executions of the scheduled jobs with a time zone',
+      });
+      this.schedulerRole.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [stateMachines] }));
+      // Unlike a rule's, a schedule's dead-letter queue is written with the schedule's role.
+      const deadLetterQueues = arn('sqs', `${jobResourceName(namePrefix, { name: '' })}*${SCHEDULE_DLQ_SUFFIX}`);
+      this.schedulerRole.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['sqs:SendMessage'], resources: [deadLetterQueues] }));
+      acknowledgeResource(this.schedulerRole, stateMachines, stateMachinesReason);
+      acknowledgeResource(this.schedulerRole, deadLetterQueues,
+        'The zoned jobs\' dead-letter queues live in their nested stacks and are named <stack>-<job>-schedule-dlq; one pattern of those names, for the same reason as the state machines\'.');
+    } else {
+      this.schedulerRole = undefined;
+    }
 
     this.executionLogGroup = new logs.LogGroup(this, 'ExecutionLogs', {
       // The vendedlogs prefix keeps the log group's resource policy, which Step Functions writes, short.
@@ -254,7 +277,7 @@ export class ScheduledJobs extends Construct {
     const scope = new NestedStack(this, job.name, { description: `Scheduled job ${job.name}: its task definition, state machine, rule and alarms` });
     // The roles come in as ARNs, so CloudFormation would not wait for their policies: Step
     // Functions refuses a state machine whose role cannot yet deliver its logs.
-    scope.nestedStackResource!.node.addDependency(this.stateMachineRole, this.eventsRole);
+    scope.nestedStackResource!.node.addDependency(this.stateMachineRole, this.eventsRole, ...(this.schedulerRole ? [this.schedulerRole] : []));
     const name = jobResourceName(shared.namePrefix, job);
 
     const taskRole = job.usesExportBucket && this.exportTaskRole ? this.exportTaskRole : this.taskRole;
@@ -285,7 +308,7 @@ export class ScheduledJobs extends Construct {
       definitionBody: sfn.DefinitionBody.fromString(Stack.of(scope).toJsonString(jobStateMachineDefinition({
         job,
         clusterArn: props.cluster.clusterArn,
-        taskDefinitionArn: taskDefinition.taskDefinitionArn,
+        taskDefinitionFamily: taskDefinition.family,
         subnetIds: props.cluster.vpc.selectSubnets({ subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS }).subnetIds,
         securityGroupIds: [this.securityGroup.securityGroupId],
         topicArn: props.alertTopic.topicArn,
@@ -301,35 +324,35 @@ export class ScheduledJobs extends Construct {
     });
 
     const deadLetterQueue = new sqs.Queue(scope, 'DeadLetterQueue', {
+      // Named only for a schedule, whose role's grant goes by the name (a rule's queue keeps its generated name).
+      queueName: startsBySchedule(job) ? `${name}${SCHEDULE_DLQ_SUFFIX}` : undefined,
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       retentionPeriod: Duration.days(JOB_DEFAULTS.deadLetterRetentionDays),
     });
     Validations.of(deadLetterQueue).acknowledge({
       id: 'AwsSolutions-SQS3',
-      reason: 'This queue is itself the dead-letter queue of the job\'s EventBridge target; its messages are read by a human (see the runbook), never re-driven automatically.',
+      reason: 'This queue is itself the dead-letter queue of the job\'s EventBridge target or schedule; its messages are read by a human (see the runbook), never re-driven automatically.',
     });
 
     // A retried event older than the schedule's gap would start a run that overlaps the next one.
-    const gapSeconds = shortestIntervalMs(parseSchedule(job.schedule), props.now) / 1_000;
+    const gapSeconds = shortestIntervalMs(scheduleOf(job), props.now) / 1_000;
     const maxEventAgeSeconds = Math.max(LIMITS.maxEventAgeSeconds.min, Math.min(JOB_DEFAULTS.maxEventAgeSeconds, gapSeconds, LIMITS.maxEventAgeSeconds.max));
 
-    const rule = new events.Rule(scope, 'Rule', {
-      ruleName: name,
-      description: `${job.name}: ${job.description}`.slice(0, 512),
-      schedule: events.Schedule.expression(job.schedule),
-    });
-    rule.addTarget(new targets.SfnStateMachine(stateMachine, {
-      // The event's time is the run key. A field used as a JSON value, never inside a quoted
-      // string: EventBridge writes it as JSON, so the input stays valid whatever it holds.
-      input: events.RuleTargetInput.fromObject({ scheduledTime: events.EventField.time }),
-      role: iam.Role.fromRoleArn(scope, 'EventsRole', this.eventsRole.roleArn, { mutable: false }),
+    const starter = addJobStarter(scope, {
+      job,
+      name,
+      stateMachine,
+      deadLetterQueue,
       retryAttempts: props.retryAttempts ?? JOB_DEFAULTS.retryAttempts,
       maxEventAge: Duration.seconds(maxEventAgeSeconds),
-      deadLetterQueue,
-    }));
+      eventsRoleArn: this.eventsRole.roleArn,
+      schedulerRoleArn: this.schedulerRole?.roleArn,
+    });
+    const rule = starter.kind === 'rule' ? starter.rule : undefined;
+    const schedule = starter.kind === 'schedule' ? { schedule: starter.schedule, group: starter.group } : undefined;
 
-    return { job, stack: scope, taskDefinition, container, stateMachine, rule, deadLetterQueue, taskRole };
+    return { job, stack: scope, taskDefinition, container, stateMachine, rule, schedule, deadLetterQueue, taskRole };
   }
 }
 

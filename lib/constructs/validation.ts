@@ -6,15 +6,16 @@ import { Token, type Duration } from 'aws-cdk-lib';
 
 /** Thrown when props or settings are invalid; its message lists every problem, one per line. */
 export class InvalidSettingsError extends Error {
-  constructor(readonly what: string, readonly problems: readonly string[]) {
-    super(`${what} ${problems.length === 1 ? 'has 1 problem' : `has ${problems.length} problems`}:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  /** `plural`: `what` is a plural noun ("The settings"), so the message says "have". */
+  constructor(readonly what: string, readonly problems: readonly string[], plural = false) {
+    super(`${what} ${plural ? 'have' : 'has'} ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
     this.name = 'InvalidSettingsError';
   }
 }
 
 /** Throws an InvalidSettingsError naming `what` when `problems` is not empty. */
-export function throwIfProblems(what: string, problems: readonly string[]): void {
-  if (problems.length > 0) throw new InvalidSettingsError(what, problems);
+export function throwIfProblems(what: string, problems: readonly string[], plural = false): void {
+  if (problems.length > 0) throw new InvalidSettingsError(what, problems, plural);
 }
 
 /** A collector of problems, with the checks the constructs share. Values that are tokens are skipped. */

@@ -1,10 +1,11 @@
 /** The database connection budget: derived pool sizes reach the tasks, and a budget that cannot fit fails synth naming the numbers. */
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { JOBS } from '../../lib/jobs.js';
-import { JOB_LOCK_CONNECTIONS, poolBudget, rdsMaxConnections, RESERVED_CONNECTIONS } from '../../lib/pool-budget.js';
+import { JOB_LOCK_CONNECTIONS, poolBudget, rdsMaxConnections, RESERVED_CONNECTIONS, stackPoolBudget } from '../../lib/pool-budget.js';
 import { LOCK_CONNECTIONS } from '../../app/jobs/runner.js';
 import { SERVICE_METRICS } from '../../lib/metrics.js';
-import { DEFAULT_STAGE, STAGE_DEFAULTS } from '../../lib/defaults.js';
+import { DEFAULT_STAGE, STAGE_DEFAULTS, STAGES } from '../../lib/defaults.js';
 import { errorMessage, jobTemplate, resources, synth } from './synth.js';
 
 function envOf(template: ReturnType<typeof synth>['template'], idPrefix: string): Record<string, string>[] {
@@ -44,6 +45,14 @@ describe('the connection budget', () => {
     expect(message).toContain('the database connection budget does not fit: 40 API tasks (maxCapacity 20 × maxHealthyPercent 200%) × 2 connections');
     expect(message).toContain('= 112, of max_connections 80, with the smallest API pool (an API task needs at least 2)');
     expect(errorMessage(() => synth({ database: { instanceType: 'x9.huge' } }))).toContain('databaseMaxConnections is needed: the max_connections of instance class x9.huge is not in lib/pool-budget.ts');
+  });
+
+  it.each(STAGES)('is shown in docs/configuration.md for the %s stage as the stack computes it', (stage) => {
+    const { databaseInstanceType, maxCapacity } = STAGE_DEFAULTS[stage];
+    const budget = stackPoolBudget({ instanceType: databaseInstanceType, maxCapacity, jobs: JOBS });
+    expect(readFileSync('docs/configuration.md', 'utf8')).toContain(`\n${stage}: ${budget.explanation}\n`);
+    const { template } = synth({ service: { maxCapacity }, database: { instanceType: databaseInstanceType } });
+    expect(envOf(template, 'Api').map((e) => e.DB_POOL_MAX)).toEqual([String(budget.apiPoolMax)]);
   });
 
   it('takes a larger database into account', () => {

@@ -48,7 +48,7 @@ describe('settings from cdk.json context', () => {
       logLevel: 'verbose',
       account: '123456789012',
     }).node));
-    expect(message).toMatch(/^The settings \(cdk\.json context\) of stack EcsSaasBackend-dev has 10 problems:/);
+    expect(message).toMatch(/^The settings \(cdk\.json context\) of stack EcsSaasBackend-dev have 10 problems:/);
     expect(message).toContain('logLevel must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"');
     expect(message).toContain('desiredCount must be a whole number, got "two"');
     expect(message).toContain('unknown context key "databaseMultiAZ": did you mean "databaseMultiAz"?');

@@ -25,7 +25,7 @@ describe('npm run jobs on a terminal', () => {
 
   it('is one table on a terminal wide enough for it', () => {
     const text = jobsOnTerminal(400);
-    expect(text.split('\n')[0]).toMatch(/^JOB\s+ON\s+SCHEDULE \(UTC\)\s+NEXT 3 RUNS/);
+    expect(text.split('\n')[0]).toMatch(/^JOB\s+ON\s+SCHEDULE\s+TIME ZONE\s+NEXT 3 RUNS/);
     for (const job of JOBS) expect(text).toMatch(new RegExp(`^${job.name} `, 'm'));
   });
 });

@@ -11,14 +11,16 @@ describe('jobs', () => {
     const r = await run(['jobs'], {});
     expect(r.code).toBe(0);
     const [header, , ...rest] = r.stdout.split('\n');
-    expect(header).toMatch(/^JOB\s+ON\s+SCHEDULE \(UTC\)\s+NEXT 3 RUNS/);
+    expect(header).toMatch(/^JOB\s+ON\s+SCHEDULE\s+TIME ZONE\s+NEXT 3 RUNS/);
     for (const job of JOBS) {
       const row = rest.find((l) => l.startsWith(`${job.name} `));
       expect(row, job.name).toBeDefined();
       expect(row).toMatch(/\$\d+\.\d+ \/ \$\d+\.\d+/);
       expect(row).toContain('(assumed)');
     }
-    expect(rest.find((l) => l.startsWith('billing-run '))).toMatch(/At 00:15\s+\d\d-\d\d 00:15, \d\d-\d\d 00:15, \d\d-\d\d 00:15\s+0\.5 vCPU\s+1024 MiB\s+45m00s\s+2\s+5m00s/);
+    expect(rest.find((l) => l.startsWith('billing-run '))).toMatch(/At 00:15\s+UTC\s+\d\d-\d\d 00:15, \d\d-\d\d 00:15, \d\d-\d\d 00:15\s+0\.5 vCPU\s+1024 MiB\s+45m00s\s+2\s+5m00s/);
+    // weekly-export runs in Berlin: its runs on Berlin's clock, each with its UTC time.
+    expect(rest.find((l) => l.startsWith('weekly-export '))).toMatch(/At 06:00, only on Monday\s+Europe\/Berlin\s+\d\d-\d\d 06:00 \(0[45]:00Z\)/);
     expect(header).toMatch(/TIMEOUT\s+TASK RETRIES\s+RUN LENGTH.*STEP FUNCTIONS RUN \/ MONTH$/);
     // 3 state transitions at $0.025 per 1,000; a daily job runs about 30.4 times a month.
     expect(rest.find((l) => l.startsWith('billing-run '))).toMatch(/\$0\.000075 \/ \$0\.0023$/);

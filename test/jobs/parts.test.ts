@@ -64,11 +64,18 @@ describe('periods', () => {
   });
 
   it('weekly-export works on the Monday-to-Sunday week before the current one, under one name per week', () => {
-    const monday = exportWeekFor(new Date('2025-03-10T03:00:00Z'));
+    const monday = exportWeekFor(new Date('2025-03-10T03:00:00Z'), 'UTC');
     expect(monday).toEqual({ start: '2025-03-03', end: '2025-03-10' });
-    expect(exportWeekFor(new Date('2025-03-16T23:00:00Z'))).toEqual(monday);
-    expect(exportWeekFor(new Date('2025-03-17T00:00:00Z'))).toEqual({ start: '2025-03-10', end: '2025-03-17' });
+    expect(exportWeekFor(new Date('2025-03-16T23:00:00Z'), 'UTC')).toEqual(monday);
+    expect(exportWeekFor(new Date('2025-03-17T00:00:00Z'), 'UTC')).toEqual({ start: '2025-03-10', end: '2025-03-17' });
     expect(exportFileName(monday)).toBe('invoices-week-2025-03-03.csv');
+  });
+
+  it('weekly-export\'s week is the week of its zone: Berlin\'s Monday starts at 23:00 UTC on Sunday in winter', () => {
+    expect(exportWeekFor(new Date('2025-03-16T23:00:00Z'), 'Europe/Berlin')).toEqual({ start: '2025-03-10', end: '2025-03-17' });
+    expect(exportWeekFor(new Date('2025-03-16T22:59:59Z'), 'Europe/Berlin')).toEqual({ start: '2025-03-03', end: '2025-03-10' });
+    // The shipped row is in Berlin, and the handler reads its zone from the row.
+    expect(exportWeekFor(new Date('2025-03-16T23:00:00Z'))).toEqual({ start: '2025-03-10', end: '2025-03-17' });
   });
 });
 

@@ -1,0 +1,86 @@
+/**
+ * IANA time zones without a library: whether a name is one, a zone's wall clock and offset
+ * at an instant, and the instants its clocks move forward (Intl, from the runtime's ICU).
+ * lib/schedule.ts applies EventBridge Scheduler's daylight saving rules with these.
+ */
+
+const IANA_NAME = /^(?:UTC|[A-Z][A-Za-z_-]*(?:\/[A-Z0-9][A-Za-z0-9_+-]*)+)$/;
+
+/**
+ * Whether `zone` is an IANA time zone name ("Europe/Berlin", "UTC") that this runtime knows.
+ * Offsets ("+01:00") and lower-case spellings are refused: Intl accepts them, Scheduler's
+ * ScheduleExpressionTimezone takes names.
+ */
+export function isTimeZone(zone: unknown): zone is string {
+  if (typeof zone !== 'string' || !IANA_NAME.test(zone)) return false;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: zone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const wallClocks = new Map<string, Intl.DateTimeFormat>();
+
+/** The local date and time of `t` in `zone`, to the minute: "2026-10-25 02:30". */
+export function wallClock(t: Date, zone: string): string {
+  let format = wallClocks.get(zone);
+  if (format === undefined) {
+    format = new Intl.DateTimeFormat('en-CA', { timeZone: zone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit' });
+    wallClocks.set(zone, format);
+  }
+  const p = Object.fromEntries(format.formatToParts(t).map((part) => [part.type, part.value]));
+  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}`;
+}
+
+/**
+ * A year of a zone's offset changes is found by sampling its offset weekly, then bisecting:
+ * changes are months apart (the shortest break, Morocco's for Ramadan, is about a month), and
+ * the container checks the table at every start, so the check must stay cheap.
+ */
+const YEAR_MS = 366 * 86_400_000;
+const SAMPLE_MS = 7 * 86_400_000;
+const MINUTE_MS = 60_000;
+
+/** The offset of `zone` from UTC at `t`, in ms (the local wall clock minus UTC, to the minute). */
+export function offsetMs(t: number, zone: string): number {
+  const [date, time] = wallClock(new Date(t), zone).split(' ');
+  return Date.parse(`${date}T${time}:00Z`) - Math.floor(t / MINUTE_MS) * MINUTE_MS;
+}
+
+export interface SpringChange {
+  /** The instant the clocks moved forward. */
+  readonly at: number;
+  /** The offsets before and after it, ms. */
+  readonly before: number;
+  readonly after: number;
+}
+
+/** The spring changes of each zone in the year after a start time; five zones, looked up by every job. */
+const springChangesCache = new Map<string, readonly SpringChange[]>();
+
+export function springChanges(zone: string, from: number): readonly SpringChange[] {
+  const key = `${zone}@${from}`;
+  const cached = springChangesCache.get(key);
+  if (cached) return cached;
+  const changes: SpringChange[] = [];
+  let before = offsetMs(from, zone);
+  for (let t = from + SAMPLE_MS; t <= from + YEAR_MS; t += SAMPLE_MS) {
+    const after = offsetMs(t, zone);
+    if (after > before) {
+      // The clocks moved forward since the last sample: find the minute they did.
+      let lo = t - SAMPLE_MS;
+      let hi = t;
+      while (hi - lo > MINUTE_MS) {
+        const mid = lo + Math.floor((hi - lo) / 2 / MINUTE_MS) * MINUTE_MS;
+        if (offsetMs(mid, zone) === before) lo = mid;
+        else hi = mid;
+      }
+      changes.push({ at: hi, before, after });
+    }
+    before = after;
+  }
+  springChangesCache.set(key, changes);
+  return changes;
+}
