@@ -91,6 +91,11 @@ const schema = z.object({
   DB_POOL_WAIT_MS: int('(milliseconds)', 1, 600_000).default(2_000),
   /** Postgres cancels an API query (and a worker batch) that runs longer; the request answers 503 with Retry-After. 0 turns it off. */
   DB_STATEMENT_TIMEOUT_MS: int('(milliseconds, 0 for none)', 0, 3_600_000).default(5_000),
+  /**
+   * The server applies pending migrations before it listens. The stack sets it false: in AWS a
+   * deploy's one-off migrations task applies them before any new API task starts.
+   */
+  MIGRATE_ON_START: bool.default(true),
   /** Gives up waiting for another process's migration after this long: start-up then exits 1, naming the lock's holder. */
   MIGRATION_LOCK_TIMEOUT_MS: int('(milliseconds)', 1, 3_600_000).default(45_000),
 

@@ -20,6 +20,7 @@ import { Database, validateDatabaseProps, type DatabaseProps } from './database.
 import { DatabaseAlarms } from './database-alarms.js';
 import { DATABASE_DEFAULTS, DEFAULT_STAGE, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, STAGE_DEFAULTS, STAGES, STORAGE_DEFAULTS, type Stage } from '../defaults.js';
 import { JobMonitoring } from './job-monitoring.js';
+import { Migrations } from './migrations.js';
 import { JOBS, type JobDefinition } from '../jobs.js';
 import { stackPoolBudget, type PoolBudget } from '../pool-budget.js';
 import { ScheduledJobs, validateScheduledJobs } from './scheduled-jobs.js';
@@ -146,6 +147,8 @@ export class BackendStack extends Stack {
   /** Where jobs with `usesExportBucket` write; undefined when no job in the table does. */
   public readonly exportBucket: s3.Bucket | undefined;
   public readonly webService: WebService;
+  /** The deploy's migrations task, run before the API's and the jobs' new revisions. */
+  public readonly migrations: Migrations;
   public readonly scheduledJobs: ScheduledJobs;
   public readonly jobMonitoring: JobMonitoring;
   public readonly serviceMonitoring: ServiceMonitoring;
@@ -240,6 +243,14 @@ export class BackendStack extends Stack {
       secrets: this.database.containerSecrets,
     };
 
+    this.migrations = new Migrations(this, 'Migrations', {
+      cluster: this.cluster,
+      runtime,
+      logRetention: props.logRetentionDays as logs.RetentionDays,
+      logKey: this.logKey,
+      logRemovalPolicy: removalPolicy,
+    });
+
     this.webService = new WebService(this, 'Api', {
       cluster: this.cluster,
       runtime,
@@ -276,6 +287,13 @@ export class BackendStack extends Stack {
       metricsNamespace,
     });
 
+    // The migrations task has applied them before the service's update begins (see Migrations).
+    this.webService.container.addEnvironment('MIGRATE_ON_START', 'false');
+    this.webService.service.node.addDependency(this.migrations.resource);
+    // A job's new revision, too, registers only once its schema is in place.
+    for (const job of this.scheduledJobs.jobs.values()) job.stack.nestedStackResource!.node.addDependency(this.migrations.resource);
+
+    this.database.allowFrom(this.migrations.securityGroup, 'The migrations task');
     this.database.allowFrom(this.webService.securityGroup, 'API tasks');
     this.database.allowFrom(this.scheduledJobs.securityGroup, 'Scheduled job tasks');
     // The first tasks must find their way out (NAT routes, for the image and the secrets) and
@@ -284,7 +302,10 @@ export class BackendStack extends Stack {
     // tasks fail, and the circuit breaker rolls the whole deploy back.
     const service = this.webService.service;
     for (const subnet of this.vpc.privateSubnets) service.node.addDependency(subnet.internetConnectivityEstablished);
-    if (this.database.instance) service.node.addDependency(...this.database.instance.connections.securityGroups);
+    if (this.database.instance) {
+      service.node.addDependency(...this.database.instance.connections.securityGroups);
+      this.migrations.resource.node.addDependency(...this.database.instance.connections.securityGroups);
+    }
 
     // What the runbook's commands need (docs/operations.md).
     const domain = props.service?.domain?.domainName;

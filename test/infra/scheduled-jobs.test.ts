@@ -71,8 +71,8 @@ describe('scheduled jobs, the jobs table as shipped', () => {
       t.resourceCountIs('AWS::IAM::Policy', 0);
       expect(only(t, 'AWS::Events::Rule').ScheduleExpression).toBe(job.schedule);
     }
-    // The parent keeps the API's task definition, the execution-status rule and the API's deployment rule.
-    s.template.resourceCountIs('AWS::ECS::TaskDefinition', 1);
+    // The parent keeps the API's and the migrations' task definitions, the execution-status rule and the API's deployment rule.
+    s.template.resourceCountIs('AWS::ECS::TaskDefinition', 2);
     s.template.resourceCountIs('AWS::Events::Rule', 2);
   });
 
@@ -158,7 +158,9 @@ describe('scheduled jobs, the jobs table as shipped', () => {
         expect(p.LaunchType).toBe('FARGATE');
         expect(p.CapacityProviderStrategy).toBeUndefined();
       }
-      expect(p.TaskDefinition).toBe(`<${Object.keys(resources(t, 'AWS::ECS::TaskDefinition'))[0]}>`);
+      // The family, no revision: a retry after a deploy runs the latest ACTIVE revision, not the deregistered one.
+      expect(p.TaskDefinition).toBe(only(t, 'AWS::ECS::TaskDefinition').Family);
+      expect(p.TaskDefinition).toBe(`${STACK_ID}-${job.name}`);
       const vpc = p.NetworkConfiguration.AwsvpcConfiguration;
       expect(vpc.AssignPublicIp).toBe('DISABLED');
       expect(vpc.Subnets.map((ref: string) => passed(s, job.name, ref.slice(1, -1)))).toEqual([
@@ -184,8 +186,9 @@ describe('scheduled jobs, the jobs table as shipped', () => {
   });
 
   it('gives every state machine one role: RunTask on the job task definitions in this cluster, PassRole on their roles, .sync\'s managed rule, the alert topic', () => {
+    // The jobs' state machines; the migrations resource's waiter (Provider framework) has a role of its own.
     const roles = Object.entries(resources(s.template, 'AWS::IAM::Role'))
-      .filter(([, r]) => r.Properties.AssumeRolePolicyDocument.Statement.some((st: any) => st.Principal?.Service === 'states.amazonaws.com'));
+      .filter(([id, r]) => !id.startsWith('Migrations') && r.Properties.AssumeRolePolicyDocument.Statement.some((st: any) => st.Principal?.Service === 'states.amazonaws.com'));
     expect(roles).toHaveLength(1);
     const [roleId] = roles[0]!;
     const roleParts = (prefix: string) => Object.keys(s.template.toJSON().Resources).filter((id) => id.startsWith(prefix)).sort();

@@ -85,7 +85,8 @@ describe('a first deploy', () => {
     expect(routes.length).toBeGreaterThan(0);
     expect(service.DependsOn).toEqual(expect.arrayContaining(routes));
     const ingress = Object.keys(template.findResources('AWS::EC2::SecurityGroupIngress', { Properties: { FromPort: Match.anyValue(), GroupId: { 'Fn::GetAtt': [Match.stringLikeRegexp('^DatabaseInstanceSecurityGroup'), 'GroupId'] } } }));
-    expect(ingress).toHaveLength(2);
+    // The API's, the jobs' and the migrations task's.
+    expect(ingress).toHaveLength(3);
     expect(service.DependsOn).toEqual(expect.arrayContaining(ingress));
   });
 });
