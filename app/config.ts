@@ -21,7 +21,7 @@ export const ADMIN_KEY_MIN_LENGTH = 32;
 /**
  * An admin key with fewer distinct characters is refused at start-up: 32 copies of one
  * character is no secret. A random key of the minimum length clears it whatever its
- * alphabet: 32 hex digits hold about 14 distinct characters, fewer than 8 about once in 10^5.
+ * alphabet: 32 random hex digits hold 14 distinct characters on average, and fewer than 8 with a chance of 3.5 in 10^8.
  */
 export const ADMIN_KEY_MIN_DISTINCT = 8;
 
@@ -91,6 +91,11 @@ const schema = z.object({
   DB_POOL_WAIT_MS: int('(milliseconds)', 1, 600_000).default(2_000),
   /** Postgres cancels an API query (and a worker batch) that runs longer; the request answers 503 with Retry-After. 0 turns it off. */
   DB_STATEMENT_TIMEOUT_MS: int('(milliseconds, 0 for none)', 0, 3_600_000).default(5_000),
+  /**
+   * The server applies pending migrations before it listens. The stack sets it false: in AWS a
+   * deploy's one-off migrations task applies them before any new API task starts.
+   */
+  MIGRATE_ON_START: bool.default(true),
   /** Gives up waiting for another process's migration after this long: start-up then exits 1, naming the lock's holder. */
   MIGRATION_LOCK_TIMEOUT_MS: int('(milliseconds)', 1, 3_600_000).default(45_000),
 

@@ -47,6 +47,3 @@ export function createPool(settings: DatabaseSettings, { role, max, logger, wait
   });
   return pool;
 }
-
-/** The classification moved to app/db-errors.ts; the job runner still imports this name from here. */
-export { isConnectionLost as isConnectionError } from './db-errors.js';

@@ -1,5 +1,5 @@
 /**
- * Server mode: migrate, serve the API, run the background workers, and drain on SIGTERM.
+ * Server mode: migrate (unless MIGRATE_ON_START=false), serve the API, run the background workers, and drain on SIGTERM.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createApi } from './api.js';
@@ -49,9 +49,13 @@ export async function runServer(config: Config): Promise<void> {
     .add(workers.shutdownStep())
     .add(poolStep(pool));
 
-  // A SIGTERM while waiting for another replica's migration ends the wait; the sequence then exits 0.
-  await migrate(pool, logger, { lockTimeoutMs: config.MIGRATION_LOCK_TIMEOUT_MS, signal: shutdown.signal });
-  if (shutdown.draining) return;
+  if (config.MIGRATE_ON_START) {
+    // A SIGTERM while waiting for another replica's migration ends the wait; the sequence then exits 0.
+    await migrate(pool, logger, { lockTimeoutMs: config.MIGRATION_LOCK_TIMEOUT_MS, signal: shutdown.signal });
+    if (shutdown.draining) return;
+  } else {
+    logger.info('MIGRATE_ON_START=false: not migrating; the deploy\'s migrations task applied them before this task started');
+  }
   if (config.ADMIN_API_KEY === undefined) logger.warn('ADMIN_API_KEY is not set: only account API keys are accepted, and no one can create accounts');
   const address = await http.listen(config.PORT);
   workers.start();

@@ -7,7 +7,7 @@
  * The other side may instead be the deployed stack (`--deployed-stack <name>`, its templates
  * read with GetTemplate, nested stacks too) or a synthesized assembly (`--base-assembly <dir>`);
  * `--assembly <dir>` stands in for the working tree's synth. `--out <dir>` keeps the synth outputs.
- * The context is cdk.json's plus `-c` (default stage=prod, alertEmail=none: prod holds the data).
+ * The context is cdk.json's plus `-c` (default stage=prod, alertEmail=none, allowHttp=true: prod holds the data).
  *
  * Exit codes: 0 no stateful resource lost; 1 one or more would be; 2 bad arguments, or a side
  * could not be synthesized or read.
@@ -22,7 +22,8 @@ import { compareTemplateSets, describeLoss, templatesOfAssembly, type TemplateSe
 
 // Not lib/constructs/stack.ts's REPO_ROOT: importing the stack would load aws-cdk-lib into a check that only compares JSON.
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
-const DEFAULT_CONTEXT = { stage: 'prod', alertEmail: 'none' };
+// allowHttp: HTTPS settings change no stateful resource, and a team's domain is not ours to know.
+const DEFAULT_CONTEXT = { stage: 'prod', alertEmail: 'none', allowHttp: 'true' };
 const ASSEMBLY_METADATA = { 'aws:cdk:enable-path-metadata': true, 'aws:cdk:enable-asset-metadata': true };
 const USAGE = 'usage: npm run check:stateful -- (--base <git-ref> | --deployed-stack <name> | --base-assembly <dir>) [--assembly <dir>] [--out <dir>] [-c key=value ...]';
 

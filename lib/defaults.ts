@@ -87,6 +87,21 @@ export const JOB_DEFAULTS = {
   deadLetterRetentionDays: 14,
 } as const;
 
+/** The migrations task each deploy runs before the API's new tasks (lib/constructs/migrations.ts). */
+export const MIGRATION_DEFAULTS = {
+  /** The smallest Fargate size: a migration's work happens in the database. */
+  cpu: 256,
+  memoryMiB: 512,
+  /** A SIGTERM (a stopped deploy) lets node-pg-migrate's transaction roll back before SIGKILL. */
+  stopTimeoutSeconds: 30,
+  /** The awslogs stream prefix: the task's log stream is migrate/app/<task id>. */
+  streamPrefix: 'migrate',
+  /** How often the deploy asks ECS whether the task has stopped. */
+  pollSeconds: 10,
+  /** The deploy fails if the task is still running after this long (a lock-heavy migration, a stuck lock). */
+  timeoutMinutes: 30,
+} as const;
+
 /** A new RDS PostgreSQL instance (when no existing database's secret is given). */
 export const DATABASE_DEFAULTS = {
   instanceType: 't4g.micro',

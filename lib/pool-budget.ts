@@ -32,10 +32,16 @@ const RDS_RESERVED_MEMORY_BYTES = 311_230_464;
 /** Memory of the burstable and general-purpose sizes, GiB. */
 const SIZE_MEMORY_GIB: Record<string, number> = { micro: 1, small: 2, medium: 4, large: 8, xlarge: 16, '2xlarge': 32 };
 
+/** The memory of RDS instance class `instanceType` (without `db.`), GiB; undefined for a class not in the table. */
+export function instanceMemoryGiB(instanceType: string): number | undefined {
+  const gib = SIZE_MEMORY_GIB[instanceType.split('.')[1] ?? ''];
+  return gib !== undefined && /^(t3|t4g|m5|m6g|m6i|m7g)\./.test(instanceType) ? gib : undefined;
+}
+
 /** Postgres's max_connections on a new RDS instance of `instanceType` (`t4g.micro`: 80); undefined for a class not in the table. */
 export function rdsMaxConnections(instanceType: string): number | undefined {
-  const gib = SIZE_MEMORY_GIB[instanceType.split('.')[1] ?? ''];
-  if (gib === undefined || !/^(t3|t4g|m5|m6g|m6i|m7g)\./.test(instanceType)) return undefined;
+  const gib = instanceMemoryGiB(instanceType);
+  if (gib === undefined) return undefined;
   return Math.min(5_000, Math.floor((gib * 2 ** 30 - RDS_RESERVED_MEMORY_BYTES) / RDS_BYTES_PER_CONNECTION));
 }
 

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LOCK_NAMESPACE, lockKey } from '../app/lock.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
-import { run } from './helpers/process.js';
+import { run, start } from './helpers/process.js';
 
 const dbs: TestDatabase[] = [];
 afterAll(async () => {
@@ -28,6 +28,22 @@ describe('migrations', () => {
     expect(rows.length).toBe(applied.find((a) => a.length > 0)!.length);
     expect(rows.every((r) => r.n === 1)).toBe(true);
     expect(await db.advisoryLocks()).toBe(0);
+  });
+});
+
+describe('MIGRATE_ON_START', () => {
+  it('false: the server listens without migrating (in AWS the deploy\'s migrations task did it)', async () => {
+    const db = await createTestDatabase({ migrated: false });
+    dbs.push(db);
+    const server = start([], { DATABASE_URL: db.url, PORT: '0', MIGRATE_ON_START: 'false', ENABLE_WORKERS: 'false' });
+    try {
+      await server.waitForLog((l) => /^listening on port/.test(l.msg), 30_000);
+      expect(server.logs.some((l) => /MIGRATE_ON_START=false: not migrating/.test(l.msg))).toBe(true);
+      expect(await db.query<{ t: string | null }>(`SELECT to_regclass('public.pgmigrations')::text AS t`)).toEqual([{ t: null }]);
+    } finally {
+      server.kill('SIGTERM');
+      await server.exited;
+    }
   });
 });
 

@@ -1,4 +1,7 @@
 -- Up Migration
+-- Applied before the migration lint (npm run lint:migrations) existed, to tables that were new
+-- or nearly empty; their locks lasted milliseconds. A new migration gets no such exception.
+-- squawk-ignore-file require-lock-timeout, require-concurrent-index-creation
 
 -- A customer of the SaaS. Only `active` accounts are billed.
 CREATE TABLE accounts (

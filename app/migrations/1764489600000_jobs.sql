@@ -1,4 +1,7 @@
 -- Up Migration
+-- Applied before the migration lint (npm run lint:migrations) existed, to tables that were new
+-- or nearly empty; their locks lasted milliseconds. A new migration gets no such exception.
+-- squawk-ignore-file require-lock-timeout, require-concurrent-index-creation, require-concurrent-index-deletion, constraint-missing-not-valid, disallowed-unique-constraint
 
 -- job_runs (created by the initial migration) gets the constraints the job runner relies on.
 -- Each row is one attempt of one run; a run is keyed by (job, scheduled_time), its run key.

@@ -22,6 +22,9 @@ END $$;
 GRANT ecs_saas_operator TO CURRENT_USER;
 GRANT USAGE ON SCHEMA public TO ecs_saas_operator;
 
+-- CREATE POLICY takes an ACCESS EXCLUSIVE lock on busy tables (usage): fail fast, and roll
+-- the deploy back, rather than queue every API query behind a long-running one.
+SET LOCAL lock_timeout = '5s';
 CREATE POLICY operator_all ON accounts FOR SELECT TO ecs_saas_operator USING (true);
 CREATE POLICY operator_insert_all ON accounts FOR INSERT TO ecs_saas_operator WITH CHECK (true);
 -- Row locks need an UPDATE policy; the column grant below and WITH CHECK (false) change nothing.

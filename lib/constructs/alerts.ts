@@ -6,8 +6,10 @@ import type { aws_events as eventsRefs } from 'aws-cdk-lib/interfaces';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as sns from 'aws-cdk-lib/aws-sns';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
+import { addToDeadLetterQueueResourcePolicy } from 'aws-cdk-lib/aws-events-targets';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
-import { Stack, Token } from 'aws-cdk-lib';
+import { Duration, Stack, Token } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
 import { onlyServicesGetGrants } from './guard.js';
 import { throwIfProblems } from './validation.js';
@@ -96,10 +98,36 @@ export class Alerts extends Construct {
  * `targets.SnsTopic`, which lets every EventBridge rule of any account publish, the topic
  * policy statement it adds names this rule (aws:SourceArn) and this account (aws:SourceAccount).
  */
+/** What a last-resort alert rule does when it cannot publish: retry, then keep the event. */
+export interface AlertTargetDelivery {
+  /** Holds an event EventBridge could not publish after its retries. */
+  readonly deadLetterQueue: sqs.IQueue;
+  /** Publish attempts after the first. */
+  readonly retryAttempts: number;
+  readonly maxEventAge: Duration;
+}
+
 export class AlertTarget implements events.IRuleTarget {
-  constructor(private readonly topic: sns.ITopic, private readonly message: events.RuleTargetInput) {}
+  constructor(
+    private readonly topic: sns.ITopic,
+    private readonly message: events.RuleTargetInput,
+    /** @default - EventBridge's default retries, no dead-letter queue */
+    private readonly delivery?: AlertTargetDelivery,
+  ) {}
 
   bind(rule: eventsRefs.IRuleRef): events.RuleTargetConfig {
+    if (this.delivery) {
+      addToDeadLetterQueueResourcePolicy(rule, this.delivery.deadLetterQueue);
+      return {
+        ...this.bindTopic(rule),
+        deadLetterConfig: { arn: this.delivery.deadLetterQueue.queueArn },
+        retryPolicy: { maximumRetryAttempts: this.delivery.retryAttempts, maximumEventAgeInSeconds: this.delivery.maxEventAge.toSeconds() },
+      };
+    }
+    return this.bindTopic(rule);
+  }
+
+  private bindTopic(rule: eventsRefs.IRuleRef): events.RuleTargetConfig {
     this.topic.addToResourcePolicy(new iam.PolicyStatement({
       principals: [new iam.ServicePrincipal('events.amazonaws.com')],
       actions: ['sns:Publish'],

@@ -129,7 +129,8 @@ export class Database extends Construct {
       cloudwatchLogsExports: ['postgresql', 'upgrade'],
     });
     // A snapshot without its password is of little use: the secret stays whenever the data does.
-    (instance.node.findChild('Secret') as secretsmanager.Secret).applyRemovalPolicy(retain ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY);
+    // RetainExceptOnCreate: a first create that rolls back leaves no secret behind.
+    (instance.node.findChild('Secret') as secretsmanager.Secret).applyRemovalPolicy(retain ? RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE : RemovalPolicy.DESTROY);
 
     Validations.of(instance).acknowledge({
       id: 'AwsSolutions-RDS11',

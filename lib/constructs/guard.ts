@@ -60,7 +60,7 @@ export const GUARD_ACKNOWLEDGEMENTS: readonly GuardAcknowledgement[] = [
   },
   {
     control: 'CT.ELASTICLOADBALANCING.PR.1', rule: 'alb_http_to_https_redirection_check', type: 'AWS::ElasticLoadBalancingV2::Listener',
-    reason: 'Without a certificate (context certificateArn) HTTP is the only listener there is to serve the API; with one, port 80 redirects to HTTPS and this passes.',
+    reason: 'Without a certificate (context domainName or certificateArn; prod needs one unless allowHttp=true) HTTP is the only listener there is to serve the API; with one, port 80 redirects to HTTPS and this passes.',
     when: listenerForwardsHttp,
   },
   {
@@ -70,7 +70,7 @@ export const GUARD_ACKNOWLEDGEMENTS: readonly GuardAcknowledgement[] = [
   },
   {
     control: 'CT.LAMBDA.PR.3', rule: 'lambda_inside_vpc_check', type: 'AWS::Lambda::Function',
-    reason: 'The only functions are the CDK\'s own deploy-time custom resource handlers (e.g. removing the default security group\'s rules); they call AWS APIs only and touch no data in the VPC.',
+    reason: 'The only functions are deploy-time custom resource handlers: the CDK\'s own (e.g. removing the default security group\'s rules) and the migrations resource\'s, which starts and watches the migrations task; they call AWS APIs only and touch no data in the VPC (the task they start runs in the private subnets).',
   },
   {
     control: 'CT.RDS.PR.2', rule: 'rds_instance_enhanced_monitoring_enabled_check', type: 'AWS::RDS::DBInstance',

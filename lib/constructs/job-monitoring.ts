@@ -23,7 +23,7 @@ import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as events from 'aws-cdk-lib/aws-events';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
-import { AlertTarget } from './alerts.js';
+import { AlertSafetyNet } from './alert-safety-net.js';
 import { JOB_DEFAULTS } from '../defaults.js';
 import { DEFAULT_METRICS_NAMESPACE, JOB_DIMENSION, JOB_METRICS } from '../metrics.js';
 import { ALREADY_ALERTED_ERRORS, RUNBOOK, rerunCommand } from '../job-flow.js';
@@ -52,6 +52,9 @@ export interface JobAlarms {
   /** A Scheduler start given up after its retries; undefined for a job started by a rule (its FailedInvocations already means that). */
   readonly dropped?: cloudwatch.Alarm;
   readonly deadLetters: cloudwatch.Alarm;
+  readonly executionsFailed: cloudwatch.Alarm;
+  readonly executionsTimedOut: cloudwatch.Alarm;
+  readonly executionsAborted: cloudwatch.Alarm;
 }
 
 export class JobMonitoring extends Construct {
@@ -59,6 +62,8 @@ export class JobMonitoring extends Construct {
   public readonly alarms: ReadonlyMap<string, JobAlarms>;
   /** Pages when a job's execution ends without its own alert; none without enabled jobs. */
   public readonly executionRule: events.Rule | undefined;
+  /** The execution rule's retries, dead-letter queue and alarms; none without enabled jobs. */
+  public readonly executionSafetyNet: AlertSafetyNet | undefined;
   /** Each job's duration, successes, failures and heartbeats; none without enabled jobs. */
   public readonly dashboard: cloudwatch.Dashboard | undefined;
 
@@ -82,6 +87,7 @@ export class JobMonitoring extends Construct {
     // With no enabled job there is nothing to match, and EventBridge rejects a pattern with an empty list.
     if (jobs.length === 0) {
       this.executionRule = undefined;
+      this.executionSafetyNet = undefined;
       this.dashboard = undefined;
       return;
     }
@@ -89,7 +95,13 @@ export class JobMonitoring extends Construct {
       description: 'A scheduled job\'s execution ended without its own alert: failed, timed out or stopped',
       eventPattern: executionEventPattern(props.jobs),
     });
-    this.executionRule.addTarget(new AlertTarget(props.topic, executionMessage(prefix)));
+    this.executionSafetyNet = new AlertSafetyNet(this, 'ExecutionAlerts', {
+      rule: this.executionRule,
+      topic: props.topic,
+      message: executionMessage(prefix),
+      alarmNamePrefix: `${prefix}-job-execution-alerts`,
+      runbook: RUNBOOK.executionFailed,
+    });
 
     // One widget per metric, each a SEARCH over every job: the dashboard keeps its size (and
     // CloudWatch's 500-widget limit) however many jobs there are.
@@ -171,7 +183,24 @@ export class JobMonitoring extends Construct {
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
 
-    return { missedRun, delivery, ...(dropped ? { dropped } : {}), deadLetters };
+    // The state machine's own view: an execution that failed, timed out or was stopped alarms even
+    // if every alert path (the execution's Alert state, the execution-status rule) is broken.
+    const executionAlarm = (id: string, what: string, metric: cloudwatch.Metric) =>
+      new cloudwatch.Alarm(scope, id, {
+        alarmName: name(`executions-${what}`),
+        alarmDescription: `An execution of ${job.name}'s state machine ${what.replace('-', ' ')}. Runbook: ${RUNBOOK.executionFailed}`,
+        metric,
+        threshold: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      });
+    const sm = scheduled.stateMachine;
+    const executionsFailed = executionAlarm('ExecutionsFailed', 'failed', sm.metricFailed({ statistic: cloudwatch.Stats.SUM, period }));
+    const executionsTimedOut = executionAlarm('ExecutionsTimedOut', 'timed-out', sm.metricTimedOut({ statistic: cloudwatch.Stats.SUM, period }));
+    const executionsAborted = executionAlarm('ExecutionsAborted', 'aborted', sm.metricAborted({ statistic: cloudwatch.Stats.SUM, period }));
+
+    return { missedRun, delivery, ...(dropped ? { dropped } : {}), deadLetters, executionsFailed, executionsTimedOut, executionsAborted };
   }
 }
 

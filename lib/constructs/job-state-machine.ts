@@ -41,8 +41,12 @@ import { taskRetriesOf, type JobDefinition } from '../jobs.js';
 export interface JobDefinitionProps {
   readonly job: JobDefinition;
   readonly clusterArn: string;
-  /** The task definition's ARN, with its revision: an execution runs what was deployed with it. */
-  readonly taskDefinitionArn: string;
+  /**
+   * The task definition's family, without a revision: each RunTask (a retry too) takes the
+   * family's latest ACTIVE revision, so an execution that retries after a deploy runs the new
+   * release instead of failing on the old revision, which the deploy deregistered.
+   */
+  readonly taskDefinitionFamily: string;
   /** The private subnets the task runs in. */
   readonly subnetIds: readonly string[];
   readonly securityGroupIds: readonly string[];
@@ -116,7 +120,7 @@ export function jobStateMachineDefinition(p: JobDefinitionProps): Record<string,
         Resource: `arn:${Aws.PARTITION}:states:::ecs:runTask.sync`,
         Parameters: {
           Cluster: p.clusterArn,
-          TaskDefinition: p.taskDefinitionArn,
+          TaskDefinition: p.taskDefinitionFamily,
           ...capacity,
           PlatformVersion: 'LATEST',
           NetworkConfiguration: {

@@ -308,7 +308,7 @@ export class ScheduledJobs extends Construct {
       definitionBody: sfn.DefinitionBody.fromString(Stack.of(scope).toJsonString(jobStateMachineDefinition({
         job,
         clusterArn: props.cluster.clusterArn,
-        taskDefinitionArn: taskDefinition.taskDefinitionArn,
+        taskDefinitionFamily: taskDefinition.family,
         subnetIds: props.cluster.vpc.selectSubnets({ subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS }).subnetIds,
         securityGroupIds: [this.securityGroup.securityGroupId],
         topicArn: props.alertTopic.topicArn,

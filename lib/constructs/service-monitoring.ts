@@ -9,7 +9,7 @@ import * as events from 'aws-cdk-lib/aws-events';
 import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
-import { AlertTarget } from './alerts.js';
+import { AlertSafetyNet } from './alert-safety-net.js';
 import { OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS } from '../defaults.js';
 import { SERVICE_METRICS, USAGE_SUMMARY_WORKER, WORKER_DIMENSION } from '../metrics.js';
 import type { WebService } from './web-service.js';
@@ -45,6 +45,8 @@ export class ServiceMonitoring extends Construct {
   public readonly databaseUnavailable: cloudwatch.Alarm;
   /** Sends the reason to the topic when a deployment fails and the circuit breaker rolls it back. */
   public readonly deploymentFailedRule: events.Rule;
+  /** The deployment-failed rule's retries, dead-letter queue and alarms. */
+  public readonly deploymentFailedAlerts: AlertSafetyNet;
 
   constructor(scope: Construct, id: string, props: ServiceMonitoringProps) {
     super(scope, id);
@@ -119,13 +121,19 @@ export class ServiceMonitoring extends Construct {
     // Every event field is a whole JSON value of the message, never spliced into a string:
     // EventBridge inserts a value inside quotes unescaped, so a reason with a quote would
     // break the message, while a value outside quotes is inserted as valid JSON.
-    this.deploymentFailedRule.addTarget(new AlertTarget(props.topic, events.RuleTargetInput.fromObject({
+    this.deploymentFailedAlerts = new AlertSafetyNet(this, 'DeploymentFailedAlerts', {
+      rule: this.deploymentFailedRule,
+      topic: props.topic,
+      alarmNamePrefix: `${prefix}-deployment-failed-alerts`,
+      runbook: SERVICE_RUNBOOK.deploymentFailed,
+      message: events.RuleTargetInput.fromObject({
       alert: 'An API deployment failed and the circuit breaker rolled it back',
       service: events.EventField.fromPath('$.resources[0]'),
       reason: events.EventField.fromPath('$.detail.reason'),
       deployment: events.EventField.fromPath('$.detail.deploymentId'),
       at: events.EventField.time,
       runbook: SERVICE_RUNBOOK.deploymentFailed,
-    })));
+    }),
+    });
   }
 }

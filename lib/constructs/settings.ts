@@ -46,7 +46,11 @@ export const CONTEXT_SETTINGS = {
   stopTimeout: setting('integer', 'Seconds from SIGTERM to SIGKILL for an API task (2-120); SHUTDOWN_TIMEOUT_MS is derived from it', SERVICE_DEFAULTS.stopTimeoutSeconds),
   deregistrationDelay: setting('integer', 'Seconds the ALB drains a task before ECS stops it (0-3600)', SERVICE_DEFAULTS.deregistrationDelaySeconds),
   albIdleTimeout: setting('integer', 'ALB idle timeout in seconds (1-4000); KEEP_ALIVE_TIMEOUT_MS is derived from it', SERVICE_DEFAULTS.albIdleTimeoutSeconds),
-  certificateArn: setting('string', 'ACM certificate ARN: HTTPS on 443 and a redirect from 80; unset, HTTP on 80 only'),
+  certificateArn: setting('string', 'An existing ACM certificate\'s ARN: HTTPS on 443 and a permanent redirect from 80 (instead of the domain\'s new certificate)'),
+  domainName: setting('string', 'The API\'s domain, like api.acme.io (with `hostedZoneId` and `hostedZoneName`): a DNS-validated certificate, HTTPS on 443, a permanent redirect from 80, and an alias record'),
+  hostedZoneId: setting('string', 'The Route 53 public hosted zone of `domainName`, by id (no lookup)'),
+  hostedZoneName: setting('string', 'That hosted zone\'s name, like acme.io'),
+  allowHttp: setting('boolean', 'Lets stage prod serve plain HTTP, for a stack fronted by something else that terminates TLS; without it, prod needs `domainName` or `certificateArn`', false),
   databaseSecretArn: setting('string', 'Complete ARN of an existing database\'s secret (fields host, port, dbname, username, password); unset, a new RDS PostgreSQL instance is created'),
   databaseInstanceType: staged('string', 'New RDS instance class, without `db.`', 'databaseInstanceType'),
   databaseMultiAz: staged('boolean', 'New RDS instance in two availability zones', 'databaseMultiAz'),
@@ -128,6 +132,17 @@ export function settingsFromContext(node: Node, options: { readonly jobs?: reado
   const stage = (str('stage') ?? DEFAULT_STAGE) as Stage;
   const stackName = str('stackName') ?? `${STACK_DEFAULTS.stackName}-${stage}`;
   const deletionProtection = bool('deletionProtection');
+  const certificateArn = str('certificateArn');
+  const domainName = str('domainName');
+  const hostedZoneId = str('hostedZoneId');
+  const hostedZoneName = str('hostedZoneName');
+  const domain = domainName !== undefined || hostedZoneId !== undefined || hostedZoneName !== undefined
+    ? { domainName: domainName!, hostedZoneId: hostedZoneId!, hostedZoneName: hostedZoneName! }
+    : undefined;
+  // Keys of every admin and account would cross the internet in clear text.
+  if (stage === 'prod' && certificateArn === undefined && domain === undefined && bool('allowHttp') !== true) {
+    problems.push('stage prod serves the API over HTTPS: set domainName, hostedZoneId and hostedZoneName (a new certificate), or certificateArn (an existing one); or -c allowHttp=true when something in front terminates TLS');
+  }
 
   const props: BackendStackProps = {
     env,
@@ -150,7 +165,8 @@ export function settingsFromContext(node: Node, options: { readonly jobs?: reado
       stopTimeout: seconds('stopTimeout'),
       deregistrationDelay: seconds('deregistrationDelay'),
       albIdleTimeout: seconds('albIdleTimeout'),
-      certificateArn: str('certificateArn'),
+      certificateArn,
+      domain,
       deletionProtection,
     },
     database: {

@@ -17,8 +17,10 @@ import { Alerts, validateAlertsProps } from './alerts.js';
 import type { AppRuntime } from './app-task.js';
 import { addExportBucket, addLogBucket } from './buckets.js';
 import { Database, validateDatabaseProps, type DatabaseProps } from './database.js';
+import { DatabaseAlarms } from './database-alarms.js';
 import { DATABASE_DEFAULTS, DEFAULT_STAGE, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, STAGE_DEFAULTS, STAGES, STORAGE_DEFAULTS, type Stage } from '../defaults.js';
 import { JobMonitoring } from './job-monitoring.js';
+import { Migrations } from './migrations.js';
 import { JOBS, type JobDefinition } from '../jobs.js';
 import { stackPoolBudget, type PoolBudget } from '../pool-budget.js';
 import { ScheduledJobs, validateScheduledJobs } from './scheduled-jobs.js';
@@ -133,6 +135,8 @@ export class BackendStack extends Stack {
   public readonly vpc: ec2.Vpc;
   public readonly cluster: ecs.Cluster;
   public readonly database: Database;
+  /** The new instance's alarms; undefined for an existing database. */
+  public readonly databaseAlarms: DatabaseAlarms | undefined;
   public readonly alerts: Alerts;
   /** The tasks' log group; the jobs' EMF lines become metrics from here. */
   public readonly logGroup: logs.LogGroup;
@@ -143,6 +147,8 @@ export class BackendStack extends Stack {
   /** Where jobs with `usesExportBucket` write; undefined when no job in the table does. */
   public readonly exportBucket: s3.Bucket | undefined;
   public readonly webService: WebService;
+  /** The deploy's migrations task, run before the API's and the jobs' new revisions. */
+  public readonly migrations: Migrations;
   public readonly scheduledJobs: ScheduledJobs;
   public readonly jobMonitoring: JobMonitoring;
   public readonly serviceMonitoring: ServiceMonitoring;
@@ -162,7 +168,9 @@ export class BackendStack extends Stack {
     const props = withStageDefaults(given);
     super(scope, id, props);
     this.stage = props.stage;
-    const removalPolicy = props.retainData ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY;
+    // RetainExceptOnCreate: kept on a teardown or a failed update, but deleted when the first create
+    // rolls back, so a retry never meets a leftover (the execution log group's name is fixed).
+    const removalPolicy = props.retainData ? RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE : RemovalPolicy.DESTROY;
 
     const jobs = props.jobs ?? JOBS;
     const metricsNamespace = props.metricsNamespace ?? OBSERVABILITY_DEFAULTS.metricsNamespace;
@@ -194,6 +202,13 @@ export class BackendStack extends Stack {
     this.alerts = new Alerts(this, 'Alerts', { email: props.alertEmail });
     this.alerts.key.applyRemovalPolicy(removalPolicy);
     this.database = new Database(this, 'Database', { vpc: this.vpc, ...props.database });
+    this.databaseAlarms = this.database.instance ? new DatabaseAlarms(this, 'DatabaseAlarms', {
+      instance: this.database.instance,
+      instanceType: props.database?.instanceType ?? DATABASE_DEFAULTS.instanceType,
+      allocatedStorageGiB: props.database?.allocatedStorageGiB ?? DATABASE_DEFAULTS.allocatedStorageGiB,
+      topic: this.alerts.topic,
+      namePrefix: this.stackName,
+    }) : undefined;
     this.logKey = new kms.Key(this, 'LogKey', { description: 'Encrypts the tasks\' log group', enableKeyRotation: true, removalPolicy });
     onlyServicesGetGrants(this.logKey);
     // CloudWatch Logs encrypts with the key only when its policy lets the region's Logs service
@@ -227,6 +242,14 @@ export class BackendStack extends Stack {
       },
       secrets: this.database.containerSecrets,
     };
+
+    this.migrations = new Migrations(this, 'Migrations', {
+      cluster: this.cluster,
+      runtime,
+      logRetention: props.logRetentionDays as logs.RetentionDays,
+      logKey: this.logKey,
+      logRemovalPolicy: removalPolicy,
+    });
 
     this.webService = new WebService(this, 'Api', {
       cluster: this.cluster,
@@ -264,6 +287,13 @@ export class BackendStack extends Stack {
       metricsNamespace,
     });
 
+    // The migrations task has applied them before the service's update begins (see Migrations).
+    this.webService.container.addEnvironment('MIGRATE_ON_START', 'false');
+    this.webService.service.node.addDependency(this.migrations.resource);
+    // A job's new revision, too, registers only once its schema is in place.
+    for (const job of this.scheduledJobs.jobs.values()) job.stack.nestedStackResource!.node.addDependency(this.migrations.resource);
+
+    this.database.allowFrom(this.migrations.securityGroup, 'The migrations task');
     this.database.allowFrom(this.webService.securityGroup, 'API tasks');
     this.database.allowFrom(this.scheduledJobs.securityGroup, 'Scheduled job tasks');
     // The first tasks must find their way out (NAT routes, for the image and the secrets) and
@@ -272,11 +302,15 @@ export class BackendStack extends Stack {
     // tasks fail, and the circuit breaker rolls the whole deploy back.
     const service = this.webService.service;
     for (const subnet of this.vpc.privateSubnets) service.node.addDependency(subnet.internetConnectivityEstablished);
-    if (this.database.instance) service.node.addDependency(...this.database.instance.connections.securityGroups);
+    if (this.database.instance) {
+      service.node.addDependency(...this.database.instance.connections.securityGroups);
+      this.migrations.resource.node.addDependency(...this.database.instance.connections.securityGroups);
+    }
 
     // What the runbook's commands need (docs/operations.md).
-    const scheme = props.service?.certificateArn ? 'https' : 'http';
-    new CfnOutput(this, 'ApiUrl', { value: `${scheme}://${this.webService.loadBalancer.loadBalancerDnsName}` });
+    const domain = props.service?.domain?.domainName;
+    const scheme = props.service?.certificateArn || domain ? 'https' : 'http';
+    new CfnOutput(this, 'ApiUrl', { value: `${scheme}://${domain ?? this.webService.loadBalancer.loadBalancerDnsName}` });
     new CfnOutput(this, 'ClusterName', { value: this.cluster.clusterName });
     new CfnOutput(this, 'JobSubnets', { value: this.vpc.privateSubnets.map((s) => s.subnetId).join(',') });
     new CfnOutput(this, 'JobSecurityGroup', { value: this.scheduledJobs.securityGroup.securityGroupId });

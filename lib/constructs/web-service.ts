@@ -14,6 +14,7 @@ import type * as s3 from 'aws-cdk-lib/aws-s3';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { addAppTask, type AppRuntime } from './app-task.js';
+import { ApiDomain, validateApiDomainProps, type ApiDomainProps } from './https.js';
 import { CONTAINER, LIMITS, SERVICE_DEFAULTS } from '../defaults.js';
 import { FARGATE_SIZES, fargateMemoryChoices } from '../jobs.js';
 import { keepAliveTimeoutMs } from '../timing.js';
@@ -40,8 +41,10 @@ export interface WebServiceProps {
   readonly deregistrationDelay?: Duration;
   /** The ALB's idle timeout, 1 to 4000 s. @default Duration.seconds(60) */
   readonly albIdleTimeout?: Duration;
-  /** An ACM certificate for HTTPS on 443 (HTTP on 80 then redirects). @default - HTTP on port 80 only */
+  /** An ACM certificate for HTTPS on 443 (HTTP on 80 then redirects). @default - the domain's new certificate, else HTTP on port 80 only */
   readonly certificateArn?: string;
+  /** The API's own domain: a new DNS-validated certificate (unless certificateArn is given) and an alias record. @default - none */
+  readonly domain?: ApiDomainProps;
   /** Target tracking on the service's average CPU, percent. @default 60 */
   readonly targetCpuPercent?: number;
   /** Target tracking on ALB requests per task per minute. @default 1000 */
@@ -83,6 +86,7 @@ export function validateWebServiceProps(props: Omit<WebServiceProps, 'cluster' |
     && !/^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate\/[\w-]+$/.test(props.certificateArn)) {
     problems.add(`certificateArn must be an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>), got ${JSON.stringify(props.certificateArn)}`);
   }
+  if (props.domain) problems.list.push(...validateApiDomainProps(props.domain));
   return problems.list;
 }
 
@@ -91,6 +95,8 @@ export class WebService extends Construct {
   public readonly loadBalancer: elbv2.ApplicationLoadBalancer;
   /** The listener that forwards to the service: HTTPS on 443 with a certificate, else HTTP on 80. */
   public readonly listener: elbv2.ApplicationListener;
+  /** The API's domain (certificate and alias record); undefined without `domain`. */
+  public readonly domain: ApiDomain | undefined;
   /** The operator's API key, generated here and injected as the ADMIN_API_KEY secret. */
   public readonly adminApiKey: secretsmanager.Secret;
   /** The service's target group (health check on /livez). */
@@ -190,11 +196,16 @@ export class WebService extends Construct {
       reason: 'The public load balancer is the entry point of the API: its security group opens only the listener ports (80, and 443 with a certificate) to the internet.',
     });
 
-    if (props.certificateArn) {
+    this.domain = props.domain ? new ApiDomain(this, 'Domain', props.domain, { newCertificate: props.certificateArn === undefined }) : undefined;
+    const certificate = props.certificateArn
+      ? elbv2.ListenerCertificate.fromArn(props.certificateArn)
+      : this.domain?.certificate && elbv2.ListenerCertificate.fromCertificateManager(this.domain.certificate);
+    this.domain?.pointTo(this.loadBalancer);
+    if (certificate) {
       this.listener = this.loadBalancer.addListener('Https', {
         port: 443,
         protocol: elbv2.ApplicationProtocol.HTTPS,
-        certificates: [elbv2.ListenerCertificate.fromArn(props.certificateArn)],
+        certificates: [certificate],
         sslPolicy: elbv2.SslPolicy.RECOMMENDED_TLS,
         open: true,
       });

@@ -1,6 +1,6 @@
 /**
  * Local stand-ins for AWS services that speak the JSON protocols (Step Functions: awsJson1_0;
- * CloudWatch Logs: awsJson1_1) and for CloudFormation's Query API, enough for the real SDK
+ * CloudWatch Logs and ECS: awsJson1_1) and for CloudFormation's Query API, enough for the real SDK
  * clients, pointed at them with AWS_ENDPOINT_URL_<SERVICE> and dummy credentials, to work.
  *
  * A JSON request is `POST /` with `X-Amz-Target: <prefix>.<Operation>` and a JSON body; the
@@ -75,8 +75,8 @@ export async function startFakeJsonService(targetPrefix: string, version: '1.0' 
   return { url, requests, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }
 
-/** CloudFormation's Query API, DescribeStacks only: the stacks' outputs. */
-export async function startFakeCloudFormation(stacks: Record<string, Record<string, string>>): Promise<FakeService> {
+/** CloudFormation's Query API, DescribeStacks only: the stacks' outputs, and a status (`status()` at each call). */
+export async function startFakeCloudFormation(stacks: Record<string, Record<string, string>>, status: () => string = () => 'UPDATE_COMPLETE'): Promise<FakeService> {
   const requests: RecordedRequest[] = [];
   const xmlns = 'http://cloudformation.amazonaws.com/doc/2010-05-15/';
   const escape = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
@@ -93,7 +93,7 @@ export async function startFakeCloudFormation(stacks: Record<string, Record<stri
       return;
     }
     const members = Object.entries(outputs).map(([k, v]) => `<member><OutputKey>${escape(k)}</OutputKey><OutputValue>${escape(v)}</OutputValue></member>`).join('');
-    res.end(`<DescribeStacksResponse xmlns="${xmlns}"><DescribeStacksResult><Stacks><member><StackName>${escape(name)}</StackName><StackId>arn:aws:cloudformation:us-east-1:123456789012:stack/${escape(name)}/1</StackId><CreationTime>2026-01-01T00:00:00Z</CreationTime><StackStatus>UPDATE_COMPLETE</StackStatus><Outputs>${members}</Outputs></member></Stacks></DescribeStacksResult><ResponseMetadata><RequestId>${randomUUID()}</RequestId></ResponseMetadata></DescribeStacksResponse>`);
+    res.end(`<DescribeStacksResponse xmlns="${xmlns}"><DescribeStacksResult><Stacks><member><StackName>${escape(name)}</StackName><StackId>arn:aws:cloudformation:us-east-1:123456789012:stack/${escape(name)}/1</StackId><CreationTime>2026-01-01T00:00:00Z</CreationTime><StackStatus>${escape(status())}</StackStatus><Outputs>${members}</Outputs></member></Stacks></DescribeStacksResult><ResponseMetadata><RequestId>${randomUUID()}</RequestId></ResponseMetadata></DescribeStacksResponse>`);
   });
   const url = await listen(server);
   return { url, requests, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };

@@ -54,6 +54,8 @@ export interface TaskBehaviour {
   readonly onStart?: (attempt: number, proc: Proc) => void | Promise<void>;
   /** The task's stop code and reason when the container exits by itself. */
   readonly stopped?: (attempt: number, exitCode: number) => { stopCode: string; stoppedReason: string } | undefined;
+  /** The entry the container runs, e.g. a broken copy of the build. @default MAIN */
+  readonly main?: string;
 }
 
 export interface LocalExecution {
@@ -130,11 +132,14 @@ export async function executeLocally(job: SynthesizedJob, input: Record<string, 
     const failure = behaviour.failToStart?.(attempt);
     if (failure) throw stateError(failure.error, failure.cause);
 
-    // The command is the task definition's: the state names the task definition, the template holds it.
-    const taskDefinition = job.template.Resources[String(params.TaskDefinition).replace(/^ref:/, '')]!;
+    // The command is the task definition's. The state names its family, as RunTask takes it:
+    // ECS then runs the family's latest ACTIVE revision, here the one in the template.
+    const family = String(params.TaskDefinition);
+    const taskDefinition = Object.values(job.template.Resources).find((r) => r.Type === 'AWS::ECS::TaskDefinition' && r.Properties.Family === family);
+    if (!taskDefinition) throw stateError('AmazonECS.ClientException', `TaskDefinition not found: ${family} is not a family of the template (a revision-pinned reference fails once a deploy deregisters it)`);
     const command = taskDefinition.Properties.ContainerDefinitions[0].Command as string[];
     expect(command.slice(0, 2)).toEqual(['node', 'dist/app/main.js']);
-    const proc = start(command.slice(2), { ...env, ...overrides }, [process.execPath, MAIN]);
+    const proc = start(command.slice(2), { ...env, ...overrides }, [process.execPath, behaviour.main ?? MAIN]);
     record.proc = proc;
     // What Step Functions does when the state times out: StopTask, which is a SIGTERM.
     const stopper = setTimeout(() => proc.kill('SIGTERM'), backstopMs);

@@ -8,7 +8,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
 import { describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../../lib/constructs/stack.js';
-import { synth, type Synthesized } from './synth.js';
+import { synth, TEST_DOMAIN, type Synthesized } from './synth.js';
 
 const POLICY = JSON.parse(readFileSync(path.join(REPO_ROOT, 'deploy/bootstrap-execution-policy.json'), 'utf8')) as {
   Statement: { Sid: string; Action: string | string[]; Resource: string; Condition?: Record<string, Record<string, string[]>> }[];
@@ -42,7 +42,7 @@ describe('the bootstrap execution policy', () => {
   it('names exactly the services of the templates (IAM apart: scoped to the stack\'s roles)', () => {
     // The image is ECR's either way; a registry image only skips staging the Docker context.
     const image = ecs.ContainerImage.fromRegistry('public.ecr.aws/docker/library/node:24');
-    const used = new Set([...servicesOf(synth({ stage: 'dev', image })), ...servicesOf(synth({ stage: 'prod', waf: {}, image }))]);
+    const used = new Set([...servicesOf(synth({ stage: 'dev', image })), ...servicesOf(synth({ stage: 'prod', waf: {}, image, service: { domain: TEST_DOMAIN } }))]);
     expect(used.has('iam')).toBe(true);
     used.delete('iam');
     const granted = (statement('TheServicesTheStackUses').Action as string[]).map((a) => a.replace(/:\*$/, ''));

@@ -190,6 +190,88 @@ describe('a job\'s execution, from the synthesized definition', () => {
   });
 });
 
+describe('the endings without an alert of their own', () => {
+  it('8. SIGTERM during a statement longer than the stop grace: cancelled, exit 3, a new task resumes and succeeds; no alert', async () => {
+    // Another minute of the night of test 1: the same period, a run key of its own.
+    const time = '2025-03-10T00:20:00.000Z';
+    const alerts = fakeSns.messages.length;
+    const blocker = newClient({ connectionString: db.url });
+    await blocker.connect();
+    try {
+      // The batch's INSERT waits on this lock: a statement that never ends by itself.
+      await blocker.query('BEGIN');
+      await blocker.query('LOCK TABLE invoices IN SHARE MODE');
+      const run = await executeLocally(billing, { scheduledTime: time }, env(), {
+        onStart: async (attempt, proc) => {
+          if (attempt !== 1) return;
+          const waiting = await eventually(async () => (await db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name = 'ecs-saas-backend:job:billing-run'`)).length > 0, 20_000);
+          expect(waiting).toBe(true);
+          proc.kill('SIGTERM');
+          await proc.exited;
+          await blocker.query('ROLLBACK');
+        },
+        stopped: (attempt) => (attempt === 1 ? { stopCode: 'SpotInterruption', stoppedReason: 'Your Spot Task was interrupted.' } : undefined),
+      });
+      expect({ status: run.status, error: run.error }, JSON.stringify(run.events, null, 1).slice(0, 6000)).toEqual({ status: 'SUCCEEDED', error: undefined });
+      expect(run.attempts.map((a) => a.exitCode)).toEqual([3, 0]);
+      expect(run.attempts[0]!.proc!.logs.some((l) => /^the handler did not stop within its grace; cancelled the statements/.test(l.msg))).toBe(true);
+      expect((await jobRuns(db, 'billing-run')).filter((r) => r.scheduled_time.toISOString() === time).map((r) => r.status)).toEqual(['interrupted', 'succeeded']);
+      await expectOneInvoicePerActiveAccount(db);
+      expect(alertsSince(alerts)).toEqual([]);
+    } finally {
+      await blocker.end();
+    }
+  });
+
+  it('9. a crash at module load: exit 4 on every task (nothing alerted yet), then exactly one alert from the execution', async () => {
+    const { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } = await import('node:fs');
+    const path = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(path.join(tmpdir(), 'bad-build-'));
+    try {
+      cpSync('dist', path.join(dir, 'dist'), { recursive: true });
+      symlinkSync(path.resolve('node_modules'), path.join(dir, 'node_modules'));
+      writeFileSync(path.join(dir, 'package.json'), readFileSync('package.json'));
+      const configJs = path.join(dir, 'dist/app/config.js');
+      writeFileSync(configJs, `throw new Error('broken build: config.js');\n${readFileSync(configJs, 'utf8')}`);
+      const time = '2025-03-04T00:15:00.000Z';
+      const alerts = fakeSns.messages.length;
+      const rows = (await jobRuns(db)).length;
+      const run = await executeLocally(billing, { scheduledTime: time }, env(), { main: path.join(dir, 'dist/app/main.js') });
+      const attempts = taskRetriesOf(BILLING) + 1;
+      expect(run).toMatchObject({ status: 'FAILED', error: EXECUTION_ERROR.alerted });
+      expect(run.attempts.map((a) => a.exitCode)).toEqual(Array(attempts).fill(4));
+      const sent = alertsSince(alerts);
+      expect(sent).toHaveLength(1);
+      expect(sent[0]!.message).toContain(`its task did not finish in ${attempts} attempts`);
+      expect(sent[0]!.message).toContain('attempt 1: exit code 4');
+      expect(await jobRuns(db)).toHaveLength(rows);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('10. an out-of-memory kill (137, OutOfMemoryError): a new task resumes from the checkpoint and succeeds; no alert', async () => {
+    const time = '2025-03-10T00:25:00.000Z';
+    const alerts = fakeSns.messages.length;
+    const run = await executeLocally(billing, { scheduledTime: time }, env(), {
+      onStart: async (attempt, proc) => {
+        if (attempt !== 1) return;
+        await proc.waitForLog((l) => typeof l.Processed === 'number' && l.Processed > 0);
+        // The kernel's OOM killer sends SIGKILL; ECS then reports exit 137 and OutOfMemoryError.
+        proc.kill('SIGKILL');
+      },
+      stopped: (attempt) => (attempt === 1 ? { stopCode: 'EssentialContainerExited', stoppedReason: 'OutOfMemoryError: Container killed due to memory usage' } : undefined),
+    });
+    expect({ status: run.status, error: run.error }, JSON.stringify(run.events, null, 1).slice(0, 6000)).toEqual({ status: 'SUCCEEDED', error: undefined });
+    expect(run.attempts.map((a) => a.exitCode)).toEqual([137, 0]);
+    expect(run.attempts[1]!.proc!.logs.some((l) => l.msg.startsWith('resuming from the checkpoint of attempt 1 (abandoned)'))).toBe(true);
+    expect((await jobRuns(db, 'billing-run')).filter((r) => r.scheduled_time.toISOString() === time).map((r) => r.status)).toEqual(['abandoned', 'succeeded']);
+    await expectOneInvoicePerActiveAccount(db);
+    expect(alertsSince(alerts)).toEqual([]);
+  });
+});
+
 describe('the backstop timeout', () => {
   it('6. stops a task still running at the job\'s timeout plus its grace, and sends one alert', async () => {
     // A table whose billing-run times out after 1 s, with 1 s to start and 2 s to stop: a backstop of 4 s.

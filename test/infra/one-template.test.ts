@@ -9,10 +9,13 @@ import * as ecs from 'aws-cdk-lib/aws-ecs';
 import { describe, expect, it } from 'vitest';
 import { settingsFromContext } from '../../lib/constructs/settings.js';
 import { BackendStack, REPO_ROOT } from '../../lib/constructs/stack.js';
-import { CDK_CONTEXT, NOW, TEST_ALERT_EMAIL } from './synth.js';
+import { CDK_CONTEXT, NOW, TEST_ALERT_EMAIL, TEST_DOMAIN } from './synth.js';
 
 // Not what differs between the two ways, and staging the Docker context would only cost time.
 const IMAGE = ecs.ContainerImage.fromRegistry('public.ecr.aws/docker/library/node:24');
+
+/** What a team sets for prod, in deploy.yml's variables or on the laptop's command line. */
+const PROD_SETTINGS: Record<string, string> = { alertEmail: TEST_ALERT_EMAIL, ...TEST_DOMAIN };
 
 /** The `-c key=value` pairs of a command line, with `${{ ... }}` and "$VAR" values given `values`. */
 function contextOf(command: string, values: Record<string, string>): Record<string, string> {
@@ -33,12 +36,14 @@ describe('one template, however you deploy', () => {
   const readme = readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
 
   it('the laptop command and deploy.yml\'s make the same prod template, with no lookup', () => {
-    const ci = deployYml.match(/run: npx cdk deploy .*-c stage=prod.*$/m)?.[0];
-    const laptop = readme.match(/^npx cdk deploy .*-c stage=prod.*$/m)?.[0];
+    // Each command with its continuation lines (YAML's folded `>-`, the shell's `\`).
+    const ci = deployYml.match(/npx cdk deploy [^\n]*-c stage=prod[^\n]*(\n\s+-c [^\n]*)*/)?.[0];
+    const laptop = readme.match(/^npx cdk deploy [^\n]*-c stage=prod(?:[^\n]*\\\n)*[^\n]*/m)?.[0];
     expect(ci).toBeDefined();
     expect(laptop).toBeDefined();
-    const fromCi = templateOf(contextOf(ci!, { alertEmail: TEST_ALERT_EMAIL }));
-    const fromLaptop = templateOf({ ...contextOf(laptop!.replace(/<[^>]+>/, TEST_ALERT_EMAIL), {}) });
+    const fromCi = templateOf(contextOf(ci!, PROD_SETTINGS));
+    const fromLaptop = templateOf(contextOf(laptop!.replace(/-c (\w+)=<[^>]+>/g, (_, key: string) => `-c ${key}=${PROD_SETTINGS[key]}`), {}));
+    expect(Object.keys(contextOf(laptop!, {})).sort()).toEqual(Object.keys(contextOf(ci!, PROD_SETTINGS)).sort());
     expect(fromCi.missing).toEqual([]);
     expect(fromLaptop.missing).toEqual([]);
     expect(fromCi.template).toEqual(fromLaptop.template);

@@ -58,21 +58,21 @@ beforeAll(() => {
 });
 
 describe('scheduled jobs, the jobs table as shipped', () => {
-  it('puts each enabled job in a nested stack of its own: task definition, state machine, rule, dead-letter queue, three alarms', () => {
+  it('puts each enabled job in a nested stack of its own: task definition, state machine, rule, dead-letter queue, six alarms', () => {
     expect(Object.keys(resources(s.template, 'AWS::CloudFormation::Stack'))).toHaveLength(ENABLED.length);
     expect(RULED.length).toBeGreaterThan(0);
     for (const job of RULED) {
       const t = jobTemplate(s, job.name);
       for (const type of ['AWS::ECS::TaskDefinition', 'AWS::StepFunctions::StateMachine', 'AWS::Events::Rule', 'AWS::SQS::Queue']) t.resourceCountIs(type, 1);
       // No alarm on the runner's Failed metric: its own alert is the one message of an exit 1.
-      expect(Object.keys(alarmsOf(t, job)).sort()).toEqual(['dead-letters', 'delivery', 'missed-run']);
+      expect(Object.keys(alarmsOf(t, job)).sort()).toEqual(['dead-letters', 'delivery', 'executions-aborted', 'executions-failed', 'executions-timed-out', 'missed-run']);
       // No role per job: the state machine, the rule and the task use the parent's.
       t.resourceCountIs('AWS::IAM::Role', 0);
       t.resourceCountIs('AWS::IAM::Policy', 0);
       expect(only(t, 'AWS::Events::Rule').ScheduleExpression).toBe(job.schedule);
     }
-    // The parent keeps the API's task definition, the execution-status rule and the API's deployment rule.
-    s.template.resourceCountIs('AWS::ECS::TaskDefinition', 1);
+    // The parent keeps the API's and the migrations' task definitions, the execution-status rule and the API's deployment rule.
+    s.template.resourceCountIs('AWS::ECS::TaskDefinition', 2);
     s.template.resourceCountIs('AWS::Events::Rule', 2);
   });
 
@@ -158,7 +158,9 @@ describe('scheduled jobs, the jobs table as shipped', () => {
         expect(p.LaunchType).toBe('FARGATE');
         expect(p.CapacityProviderStrategy).toBeUndefined();
       }
-      expect(p.TaskDefinition).toBe(`<${Object.keys(resources(t, 'AWS::ECS::TaskDefinition'))[0]}>`);
+      // The family, no revision: a retry after a deploy runs the latest ACTIVE revision, not the deregistered one.
+      expect(p.TaskDefinition).toBe(only(t, 'AWS::ECS::TaskDefinition').Family);
+      expect(p.TaskDefinition).toBe(`${STACK_ID}-${job.name}`);
       const vpc = p.NetworkConfiguration.AwsvpcConfiguration;
       expect(vpc.AssignPublicIp).toBe('DISABLED');
       expect(vpc.Subnets.map((ref: string) => passed(s, job.name, ref.slice(1, -1)))).toEqual([
@@ -184,8 +186,9 @@ describe('scheduled jobs, the jobs table as shipped', () => {
   });
 
   it('gives every state machine one role: RunTask on the job task definitions in this cluster, PassRole on their roles, .sync\'s managed rule, the alert topic', () => {
+    // The jobs' state machines; the migrations resource's waiter (Provider framework) has a role of its own.
     const roles = Object.entries(resources(s.template, 'AWS::IAM::Role'))
-      .filter(([, r]) => r.Properties.AssumeRolePolicyDocument.Statement.some((st: any) => st.Principal?.Service === 'states.amazonaws.com'));
+      .filter(([id, r]) => !id.startsWith('Migrations') && r.Properties.AssumeRolePolicyDocument.Statement.some((st: any) => st.Principal?.Service === 'states.amazonaws.com'));
     expect(roles).toHaveLength(1);
     const [roleId] = roles[0]!;
     const roleParts = (prefix: string) => Object.keys(s.template.toJSON().Resources).filter((id) => id.startsWith(prefix)).sort();

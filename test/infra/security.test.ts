@@ -83,6 +83,12 @@ describe('IAM', () => {
       || (w.actions.join() === 'ecs:DescribeTasks,ecs:StopTask' && /:task\/",\{"Ref":"Cluster[^"]+"\},"\/\*"/.test(w.resource))
       // Log delivery and X-Ray accept no resource (the state machines' execution logs and traces).
       || (w.resource === '"*"' && w.actions.every((a) => /^(logs|xray):/.test(a)))
+      // The migrations resource runs its task definition (every revision of its one family), in this cluster (a condition)...
+      || (w.actions.join() === 'ecs:RunTask' && /:task-definition\/TestMigrationsTaskDef[A-Za-z0-9]+:\*"\]\]\}$/.test(w.resource))
+      // ...and watches the task it started, in this one cluster.
+      || (w.actions.join() === 'ecs:DescribeTasks' && /:task\/",\{"Ref":"Cluster[^"]+"\},"\/\*"/.test(w.resource))
+      // The custom resource Provider framework invokes its own handlers, any version of each (`<function ARN>:*`).
+      || (w.actions.join() === 'lambda:InvokeFunction' && /^\[(\{"Fn::GetAtt":\["Migrations[A-Za-z0-9]+","Arn"\]\},?)+(,?\{"Fn::Join":\["",\[\{"Fn::GetAtt":\["Migrations[A-Za-z0-9]+","Arn"\]\},":\*"\]\]\},?)+\]$/.test(w.resource))
       // weekly-export uploads objects into the export bucket only.
       || (w.actions.join() === 's3:PutObject' && /ExportBucket[^"]*","Arn"\]\},"\/\*"/.test(w.resource))
 ;
@@ -144,11 +150,13 @@ describe('the database', () => {
     }
   });
 
-  it('admits the API and the job tasks only', () => {
+  it('admits the API, the job tasks and the migrations task only', () => {
     const ingress = Object.values(resources(s.template, 'AWS::EC2::SecurityGroupIngress'))
       .map((r) => r.Properties)
       .filter((p) => JSON.stringify(p.GroupId).includes('Database'));
-    expect(ingress.map((p) => p.SourceSecurityGroupId['Fn::GetAtt'][0]).sort()).toEqual([expect.stringMatching(/^ApiSecurityGroup/), expect.stringMatching(/^JobsSecurityGroup/)]);
+    expect(ingress.map((p) => p.SourceSecurityGroupId['Fn::GetAtt'][0]).sort()).toEqual([
+      expect.stringMatching(/^ApiSecurityGroup/), expect.stringMatching(/^JobsSecurityGroup/), expect.stringMatching(/^MigrationsSecurityGroup/),
+    ]);
     const port = { 'Fn::GetAtt': [expect.stringMatching(/^DatabaseInstance/), 'Endpoint.Port'] };
     for (const p of ingress) expect(p).toMatchObject({ IpProtocol: 'tcp', FromPort: port, ToPort: port });
     const [dbGroup] = Object.entries(resources(s.template, 'AWS::EC2::SecurityGroup')).filter(([id]) => id.startsWith('Database'));

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { STAGE_DEFAULTS } from '../../lib/defaults.js';
 import { settingsFromContext } from '../../lib/constructs/settings.js';
 import { BackendStack } from '../../lib/constructs/stack.js';
-import { errorMessage, newApp, NOW, resources, synth } from './synth.js';
+import { errorMessage, newApp, NOW, resources, synth, TEST_DOMAIN } from './synth.js';
 
 /** The stack `cdk synth -c stage=<stage>` builds (with the test's alert address). */
 function synthStage(context: Record<string, unknown>) {
@@ -24,7 +24,7 @@ const albAttribute = (template: Template, key: string) =>
 
 describe.each(['dev', 'prod'] as const)('stage %s', (stage) => {
   const d = STAGE_DEFAULTS[stage];
-  const { stack, template } = synthStage({ stage });
+  const { stack, template } = synthStage({ stage, ...(stage === 'prod' ? TEST_DOMAIN : {}) });
 
   it('is its own stack, so one stage never replaces another', () => {
     expect(stack.stackName).toBe(`EcsSaasBackend-${stage}`);
@@ -46,16 +46,26 @@ describe.each(['dev', 'prod'] as const)('stage %s', (stage) => {
     expect(db.DeletionPolicy).toBe(d.retainData ? 'Snapshot' : 'Delete');
     // The database's secret; the API's admin key (lib/constructs/web-service.ts) is made anew by a redeploy.
     const secret = only(Object.fromEntries(Object.entries(resources(template, 'AWS::SecretsManager::Secret')).filter(([id]) => id.includes('Database')))) as any;
-    expect(secret.DeletionPolicy).toBe(d.retainData ? 'Retain' : 'Delete');
+    // Kept on a teardown, but deleted when a first create rolls back: a retry meets no leftover.
+    expect(secret.DeletionPolicy).toBe(d.retainData ? 'RetainExceptOnCreate' : 'Delete');
     for (const type of ['AWS::Logs::LogGroup', 'AWS::KMS::Key']) {
-      for (const [id, resource] of Object.entries(resources(template, type))) expect((resource as any).DeletionPolicy, id).toBe(d.retainData ? 'Retain' : 'Delete');
+      for (const [id, resource] of Object.entries(resources(template, type))) expect((resource as any).DeletionPolicy, id).toBe(d.retainData ? 'RetainExceptOnCreate' : 'Delete');
     }
+  });
+
+  it('leaves nothing with a fixed name behind when a first create rolls back', () => {
+    const NAMES: Record<string, string> = { 'AWS::Logs::LogGroup': 'LogGroupName', 'AWS::S3::Bucket': 'BucketName', 'AWS::SecretsManager::Secret': 'Name', 'AWS::RDS::DBInstance': 'DBInstanceIdentifier', 'AWS::KMS::Key': 'KeyId' };
+    const all = template.toJSON().Resources as Record<string, { Type: string; DeletionPolicy?: string; Properties?: Record<string, unknown> }>;
+    const named = Object.entries(all).filter(([, r]) => NAMES[r.Type] !== undefined && r.Properties?.[NAMES[r.Type]!] !== undefined);
+    // The execution log group's name is fixed (its resource policy stays short under /aws/vendedlogs/).
+    expect(named.length).toBeGreaterThan(0);
+    for (const [id, r] of named) expect(r.DeletionPolicy ?? 'Delete', id).not.toBe('Retain');
   });
 });
 
 describe('stages', () => {
   it('lets a context key override its stage default', () => {
-    const { template } = synthStage({ stage: 'prod', desiredCount: 3, databaseMultiAz: false, deletionProtection: false });
+    const { template } = synthStage({ stage: 'prod', ...TEST_DOMAIN, desiredCount: 3, databaseMultiAz: false, deletionProtection: false });
     template.hasResourceProperties('AWS::ECS::Service', { DesiredCount: 3 });
     template.hasResourceProperties('AWS::RDS::DBInstance', { MultiAZ: false, DeletionProtection: false });
   });
@@ -75,7 +85,8 @@ describe('a first deploy', () => {
     expect(routes.length).toBeGreaterThan(0);
     expect(service.DependsOn).toEqual(expect.arrayContaining(routes));
     const ingress = Object.keys(template.findResources('AWS::EC2::SecurityGroupIngress', { Properties: { FromPort: Match.anyValue(), GroupId: { 'Fn::GetAtt': [Match.stringLikeRegexp('^DatabaseInstanceSecurityGroup'), 'GroupId'] } } }));
-    expect(ingress).toHaveLength(2);
+    // The API's, the jobs' and the migrations task's.
+    expect(ingress).toHaveLength(3);
     expect(service.DependsOn).toEqual(expect.arrayContaining(ingress));
   });
 });

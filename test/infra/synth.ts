@@ -20,6 +20,9 @@ export const STACK_ID = 'Test';
 /** cdk.json ships no alertEmail (synth refuses to deploy alerts to nobody), so the tests give one. */
 export const TEST_ALERT_EMAIL = 'oncall@acme.io';
 
+/** A domain for HTTPS, as the prod stage needs one (lib/constructs/https.ts). */
+export const TEST_DOMAIN = { domainName: 'api.acme.io', hostedZoneId: 'Z0123456789ABCDEFGHIJ', hostedZoneName: 'acme.io' } as const;
+
 export function newApp(context: Record<string, unknown> = {}): App {
   return new App({ context: { ...CDK_CONTEXT, alertEmail: TEST_ALERT_EMAIL, ...context } });
 }

@@ -1,0 +1,19 @@
+/** Types of run-migrations.mjs, for the tests that call its handlers. */
+export interface MigrationProperties {
+  readonly Cluster: string;
+  readonly TaskDefinition: string;
+  readonly ContainerName: string;
+  readonly Subnets: string[];
+  readonly SecurityGroups: string[];
+}
+export interface MigrationEvent {
+  readonly RequestType: 'Create' | 'Update' | 'Delete';
+  readonly StackId: string;
+  readonly RequestId: string;
+  readonly PhysicalResourceId?: string;
+  readonly ResourceProperties: MigrationProperties;
+  readonly TaskArn?: string;
+}
+export declare const STARTED_BY: string;
+export declare function onEvent(event: MigrationEvent): Promise<{ PhysicalResourceId: string; TaskArn?: string; Data?: { TaskArn: string } }>;
+export declare function isComplete(event: MigrationEvent): Promise<{ IsComplete: boolean }>;
