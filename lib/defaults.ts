@@ -68,6 +68,16 @@ export const SERVICE_DEFAULTS = {
   serverErrorsThreshold: 10,
   /** ...of this many minutes. */
   serverErrorsPeriodMinutes: 5,
+  /** A canary deploy first sends this percentage of requests to the new tasks... */
+  canaryPercent: 10,
+  /** ...for this many minutes, while the deployment alarms watch, then all of them. */
+  canaryBakeMinutes: 5,
+  /** The old tasks stay up this long after all traffic moved, so a rollback is one listener change. */
+  deploymentBakeMinutes: 5,
+  /** The latency deployment alarm: p99 target response time above this many seconds... */
+  p99LatencySeconds: 2,
+  /** ...or any unhealthy target, for this many one-minute periods in a row, rolls a deploy back. */
+  deploymentAlarmMinutes: 2,
 } as const;
 
 /** The scheduled jobs. */
@@ -173,6 +183,8 @@ export const STAGE_DEFAULTS = {
      * failed first deploy rolls back cleanly and a teardown leaves nothing behind.
      */
     retainData: false,
+    /** Rolling deploys: the new tasks replace the old as soon as they pass the health check. */
+    canaryDeploys: false,
   },
   prod: {
     desiredCount: 2,
@@ -185,6 +197,8 @@ export const STAGE_DEFAULTS = {
     logRetentionDays: 365,
     deletionProtection: true,
     retainData: true,
+    /** ECS canary deploys: a slice of traffic first, deployment alarms that roll back, old tasks kept through a bake time. */
+    canaryDeploys: true,
   },
 } as const satisfies Record<Stage, unknown>;
 
