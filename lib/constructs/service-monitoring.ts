@@ -45,7 +45,7 @@ export class ServiceMonitoring extends Construct {
   public readonly noHealthyTargets: cloudwatch.Alarm;
   /** The load balancer and the tasks answered too many 5xx. */
   public readonly serverErrors: cloudwatch.Alarm;
-  /** A target failed its health check for several minutes (a deployment alarm only). */
+  /** A target failed its health check for several minutes. */
   public readonly unhealthyTargets: cloudwatch.Alarm;
   /** The p99 response time of the tasks is too high. */
   public readonly p99Latency: cloudwatch.Alarm;
@@ -160,7 +160,7 @@ export class ServiceMonitoring extends Construct {
     });
 
     const action = new actions.SnsAction(props.topic);
-    for (const alarm of [this.noHealthyTargets, this.serverErrors, this.p99Latency, this.workerStalled, this.databaseUnavailable]) alarm.addAlarmAction(action);
+    for (const alarm of [this.noHealthyTargets, this.serverErrors, this.unhealthyTargets, this.p99Latency, this.workerStalled, this.databaseUnavailable]) alarm.addAlarmAction(action);
     service.enableDeploymentAlarms(
       [names.serverErrors, names.unhealthyTargets, names.p99Latency],
       { behavior: ecs.AlarmBehavior.ROLLBACK_ON_ALARM },
