@@ -33,8 +33,11 @@ export const CONTAINER = {
 
 /** The web service (API) behind the ALB. */
 export const SERVICE_DEFAULTS = {
-  /** Tasks after a deploy; auto-scaling then moves between minCapacity and maxCapacity. */
-  desiredCount: 2,
+  /**
+   * Auto-scaling keeps the task count between these. The template gives the service no
+   * DesiredCount, so a deploy never resets the count auto-scaling chose: ECS creates the service
+   * with one task and registering the scalable target raises it to minCapacity.
+   */
   minCapacity: 2,
   maxCapacity: 6,
   /** Deployments start the new tasks before stopping the old: up to twice maxCapacity at once (lib/pool-budget.ts counts them). */
@@ -168,7 +171,6 @@ export const DEFAULT_STAGE: Stage = 'dev';
  */
 export const STAGE_DEFAULTS = {
   dev: {
-    desiredCount: 1,
     minCapacity: 1,
     maxCapacity: 2,
     databaseInstanceType: 't4g.micro',
@@ -187,7 +189,6 @@ export const STAGE_DEFAULTS = {
     canaryDeploys: false,
   },
   prod: {
-    desiredCount: 2,
     minCapacity: 2,
     maxCapacity: 6,
     databaseInstanceType: 't4g.small',

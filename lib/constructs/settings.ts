@@ -36,7 +36,6 @@ export const CONTEXT_SETTINGS = {
   account: setting('string', 'AWS account to pin the stack to (with `region`); unset, the stack is environment-agnostic'),
   region: setting('string', 'AWS region to pin the stack to (with `account`)'),
   alertEmail: setting('string', 'Receives every alarm and crash alert (required; confirm the subscription email AWS sends); `none` when the alert topic is subscribed elsewhere'),
-  desiredCount: staged('integer', 'API tasks after a deploy', 'desiredCount'),
   minCapacity: staged('integer', 'Fewest API tasks auto-scaling keeps', 'minCapacity'),
   maxCapacity: staged('integer', 'Most API tasks auto-scaling starts', 'maxCapacity'),
   canaryDeploys: staged('boolean', 'Deploy the API with ECS canary deploys (a slice of traffic first, alarms that roll back, a bake time) instead of rolling ones', 'canaryDeploys'),
@@ -156,7 +155,6 @@ export function settingsFromContext(node: Node, options: { readonly jobs?: reado
     waf: bool('waf') ? { rateLimit: int('wafRateLimit') } : undefined,
     jobs: options.jobs,
     service: {
-      desiredCount: int('desiredCount'),
       minCapacity: int('minCapacity'),
       maxCapacity: int('maxCapacity'),
       canaryDeploys: bool('canaryDeploys'),

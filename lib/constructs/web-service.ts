@@ -26,8 +26,6 @@ export interface WebServiceProps {
   readonly cluster: ecs.ICluster;
   /** The image, log group, shared environment and database secrets. */
   readonly runtime: AppRuntime;
-  /** Tasks after a deploy. @default 2 */
-  readonly desiredCount?: number;
   /** Fewest tasks auto-scaling keeps. @default 2 */
   readonly minCapacity?: number;
   /** Most tasks auto-scaling starts. @default 6 */
@@ -63,16 +61,11 @@ export interface WebServiceProps {
 /** Every problem with `props`, each showing the bad value. Empty when they are valid. */
 export function validateWebServiceProps(props: Omit<WebServiceProps, 'cluster' | 'runtime'>): string[] {
   const problems = new Problems();
-  const desired = props.desiredCount ?? SERVICE_DEFAULTS.desiredCount;
   const min = props.minCapacity ?? SERVICE_DEFAULTS.minCapacity;
   const max = props.maxCapacity ?? SERVICE_DEFAULTS.maxCapacity;
-  problems.whole('desiredCount', props.desiredCount, 1);
   problems.whole('minCapacity', props.minCapacity, 1);
   problems.whole('maxCapacity', props.maxCapacity, 1);
-  if (![desired, min, max].some((v) => Token.isUnresolved(v))) {
-    if (min > max) problems.add(`minCapacity (${min}) must not exceed maxCapacity (${max})`);
-    else if (desired < min || desired > max) problems.add(`desiredCount must be between minCapacity (${min}) and maxCapacity (${max}), got ${desired}`);
-  }
+  if (![min, max].some((v) => Token.isUnresolved(v)) && min > max) problems.add(`minCapacity (${min}) must not exceed maxCapacity (${max})`);
 
   const cpu = props.cpu ?? SERVICE_DEFAULTS.cpu;
   const memory = props.memoryMiB ?? SERVICE_DEFAULTS.memoryMiB;
@@ -161,7 +154,7 @@ export class WebService extends Construct {
     this.service = new ecs.FargateService(this, 'Service', {
       cluster: props.cluster,
       taskDefinition: this.taskDefinition,
-      desiredCount: props.desiredCount ?? SERVICE_DEFAULTS.desiredCount,
+      // No desiredCount: a deploy then leaves the count auto-scaling set alone (the scalable target keeps it within min and max).
       minHealthyPercent: 100,
       maxHealthyPercent: SERVICE_DEFAULTS.maxHealthyPercent,
       // The circuit breaker is a rolling-update feature; a canary deploy rolls back on its alarms.

@@ -5,7 +5,7 @@
  */
 import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { SERVICE_DEFAULTS } from '../../lib/defaults.js';
+import { SERVICE_DEFAULTS, STAGE_DEFAULTS } from '../../lib/defaults.js';
 import { settingsFromContext } from '../../lib/constructs/settings.js';
 import { BackendStack } from '../../lib/constructs/stack.js';
 import { newApp, NOW, resources, TEST_DOMAIN } from './synth.js';
@@ -43,6 +43,13 @@ describe('prod deploys', () => {
     expect(config.BakeTimeInMinutes).toBe(SERVICE_DEFAULTS.deploymentBakeMinutes);
     // The circuit breaker is for rolling updates only; the alarms roll a canary back.
     expect(config.DeploymentCircuitBreaker).toBeUndefined();
+  });
+
+  it('leaves the task count to auto-scaling: no DesiredCount for a deploy to reset', () => {
+    const service = one(template, 'AWS::ECS::Service').Properties;
+    expect(service).not.toHaveProperty('DesiredCount');
+    const target = one(template, 'AWS::ApplicationAutoScaling::ScalableTarget').Properties;
+    expect([target.MinCapacity, target.MaxCapacity]).toEqual([STAGE_DEFAULTS.prod.minCapacity, STAGE_DEFAULTS.prod.maxCapacity]);
   });
 
   it('rolls back on the 5xx, unhealthy-target and p99 latency alarms', () => {

@@ -73,7 +73,7 @@ describe('web service, default settings', () => {
 
   it('deploys with a rolling circuit breaker and never below the running count', () => {
     s.template.hasResourceProperties('AWS::ECS::Service', {
-      DesiredCount: STAGE_DEFAULTS.dev.desiredCount,
+      DesiredCount: Match.absent(),
       LaunchType: 'FARGATE',
       DeploymentConfiguration: {
         DeploymentCircuitBreaker: { Enable: true, Rollback: true },
