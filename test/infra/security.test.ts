@@ -89,6 +89,9 @@ describe('IAM', () => {
       || (w.actions.join() === 'ecs:DescribeTasks' && /:task\/",\{"Ref":"Cluster[^"]+"\},"\/\*"/.test(w.resource))
       // The custom resource Provider framework invokes its own handlers, any version of each (`<function ARN>:*`).
       || (w.actions.join() === 'lambda:InvokeFunction' && /^\[(\{"Fn::GetAtt":\["Migrations[A-Za-z0-9]+","Arn"\]\},?)+(,?\{"Fn::Join":\["",\[\{"Fn::GetAtt":\["Migrations[A-Za-z0-9]+","Arn"\]\},":\*"\]\]\},?)+\]$/.test(w.resource))
+      // The Scheduler role sends undeliverable starts to the zoned jobs' dead-letter queues, named
+      // <stack>-<job>-schedule-dlq (the queues live in the jobs' nested stacks, the one role in the parent).
+      || (w.actions.join() === 'sqs:SendMessage' && /:Test-\*-schedule-dlq"\]\]\}$/.test(w.resource))
       // weekly-export uploads objects into the export bucket only.
       || (w.actions.join() === 's3:PutObject' && /ExportBucket[^"]*","Arn"\]\},"\/\*"/.test(w.resource))
 ;

@@ -107,7 +107,7 @@ describe('a job with a time zone, as shipped', () => {
     for (const job of ZONED) {
       const alarms: Record<string, Record<string, any>> = Object.fromEntries(Object.values(resources(jobTemplate(s, job.name), 'AWS::CloudWatch::Alarm'))
         .map((a) => [a.Properties.AlarmName.slice(`${STACK_ID}-${job.name}-`.length), a.Properties]));
-      expect(Object.keys(alarms).sort()).toEqual(['dead-letters', 'delivery', 'dropped', 'missed-run']);
+      expect(Object.keys(alarms).sort()).toEqual(['dead-letters', 'delivery', 'dropped', 'executions-aborted', 'executions-failed', 'executions-timed-out', 'missed-run']);
       const group = [{ Name: 'ScheduleGroup', Value: `${STACK_ID}-${job.name}` }];
       expect(alarms.delivery).toMatchObject({ Namespace: 'AWS/Scheduler', MetricName: 'TargetErrorCount', Dimensions: group, Threshold: 1 });
       expect(alarms.dropped).toMatchObject({ Namespace: 'AWS/Scheduler', MetricName: 'InvocationDroppedCount', Dimensions: group, Threshold: 1 });
