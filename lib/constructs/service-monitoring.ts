@@ -35,6 +35,7 @@ export interface ServiceMonitoringProps {
 export const SERVICE_RUNBOOK = {
   noHealthyTargets: 'docs/operations.md#api-no-healthy-targets',
   serverErrors: 'docs/operations.md#api-5xx',
+  unhealthyTargets: 'docs/operations.md#api-unhealthy-targets-and-p99-latency',
   deploymentFailed: 'docs/operations.md#api-deployment-failed',
   workerStalled: 'docs/operations.md#worker-stalled',
   databaseUnavailable: 'docs/operations.md#database-unavailable',
@@ -109,7 +110,7 @@ export class ServiceMonitoring extends Construct {
     const deployMinutes = SERVICE_DEFAULTS.deploymentAlarmMinutes;
     this.unhealthyTargets = new cloudwatch.Alarm(this, 'UnhealthyTargets', {
       alarmName: names.unhealthyTargets,
-      alarmDescription: `An API task failed the health check for ${deployMinutes} minutes; during a deploy this rolls it back. Runbook: ${SERVICE_RUNBOOK.noHealthyTargets}`,
+      alarmDescription: `An API task failed the health check for ${deployMinutes} minutes; during a deploy this rolls it back. Runbook: ${SERVICE_RUNBOOK.unhealthyTargets}`,
       metric: new cloudwatch.MathExpression({
         expression: filled(targetGroups.map((_, i) => `tg${i}`)),
         usingMetrics: perGroup((g) => g.metrics.unhealthyHostCount({ statistic: cloudwatch.Stats.MAXIMUM, period: minute })),
@@ -123,7 +124,7 @@ export class ServiceMonitoring extends Construct {
     });
     this.p99Latency = new cloudwatch.Alarm(this, 'P99Latency', {
       alarmName: names.p99Latency,
-      alarmDescription: `The API's p99 response time was above ${SERVICE_DEFAULTS.p99LatencySeconds} s for ${deployMinutes} minutes; during a deploy this rolls it back. Runbook: ${SERVICE_RUNBOOK.serverErrors}`,
+      alarmDescription: `The API's p99 response time was above ${SERVICE_DEFAULTS.p99LatencySeconds} s for ${deployMinutes} minutes; during a deploy this rolls it back. Runbook: ${SERVICE_RUNBOOK.unhealthyTargets}`,
       metric: new cloudwatch.MathExpression({
         // The worst group: the canary's slice is small, an average would hide it.
         expression: `MAX([${targetGroups.map((_, i) => `FILL(tg${i}, 0)`).join(', ')}])`,
