@@ -33,8 +33,11 @@ export const CONTAINER = {
 
 /** The web service (API) behind the ALB. */
 export const SERVICE_DEFAULTS = {
-  /** Tasks after a deploy; auto-scaling then moves between minCapacity and maxCapacity. */
-  desiredCount: 2,
+  /**
+   * Auto-scaling keeps the task count between these. The template gives the service no
+   * DesiredCount, so a deploy never resets the count auto-scaling chose: ECS creates the service
+   * with one task and registering the scalable target raises it to minCapacity.
+   */
   minCapacity: 2,
   maxCapacity: 6,
   /** Deployments start the new tasks before stopping the old: up to twice maxCapacity at once (lib/pool-budget.ts counts them). */
@@ -68,6 +71,16 @@ export const SERVICE_DEFAULTS = {
   serverErrorsThreshold: 10,
   /** ...of this many minutes. */
   serverErrorsPeriodMinutes: 5,
+  /** A canary deploy first sends this percentage of requests to the new tasks... */
+  canaryPercent: 10,
+  /** ...for this many minutes, while the deployment alarms watch, then all of them. */
+  canaryBakeMinutes: 5,
+  /** The old tasks stay up this long after all traffic moved, so a rollback is one listener change. */
+  deploymentBakeMinutes: 5,
+  /** The latency deployment alarm: p99 target response time above this many seconds... */
+  p99LatencySeconds: 2,
+  /** ...or any unhealthy target, for this many one-minute periods in a row, rolls a deploy back. */
+  deploymentAlarmMinutes: 2,
 } as const;
 
 /** The scheduled jobs. */
@@ -158,7 +171,6 @@ export const DEFAULT_STAGE: Stage = 'dev';
  */
 export const STAGE_DEFAULTS = {
   dev: {
-    desiredCount: 1,
     minCapacity: 1,
     maxCapacity: 2,
     databaseInstanceType: 't4g.micro',
@@ -173,9 +185,10 @@ export const STAGE_DEFAULTS = {
      * failed first deploy rolls back cleanly and a teardown leaves nothing behind.
      */
     retainData: false,
+    /** Rolling deploys: the new tasks replace the old as soon as they pass the health check. */
+    canaryDeploys: false,
   },
   prod: {
-    desiredCount: 2,
     minCapacity: 2,
     maxCapacity: 6,
     databaseInstanceType: 't4g.small',
@@ -185,6 +198,8 @@ export const STAGE_DEFAULTS = {
     logRetentionDays: 365,
     deletionProtection: true,
     retainData: true,
+    /** ECS canary deploys: a slice of traffic first, deployment alarms that roll back, old tasks kept through a bake time. */
+    canaryDeploys: true,
   },
 } as const satisfies Record<Stage, unknown>;
 

@@ -1,11 +1,17 @@
 /**
  * The API's failures, as messages to a human: no healthy task behind the load balancer, a
  * burst of 5xx answers, and a deployment the circuit breaker rolled back.
+ *
+ * Every load-balancer metric adds up (or takes the worst of) every target group that can carry
+ * traffic: with canary deploys the tasks sit on either of two groups after a deploy. The 5xx,
+ * unhealthy-target and p99 latency alarms are also the service's deployment alarms: any of them
+ * firing during a deploy or its bake time rolls the deploy back.
  */
 import { Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as events from 'aws-cdk-lib/aws-events';
+import * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
@@ -29,6 +35,7 @@ export interface ServiceMonitoringProps {
 export const SERVICE_RUNBOOK = {
   noHealthyTargets: 'docs/operations.md#api-no-healthy-targets',
   serverErrors: 'docs/operations.md#api-5xx',
+  unhealthyTargets: 'docs/operations.md#api-unhealthy-targets-and-p99-latency',
   deploymentFailed: 'docs/operations.md#api-deployment-failed',
   workerStalled: 'docs/operations.md#worker-stalled',
   databaseUnavailable: 'docs/operations.md#database-unavailable',
@@ -39,6 +46,10 @@ export class ServiceMonitoring extends Construct {
   public readonly noHealthyTargets: cloudwatch.Alarm;
   /** The load balancer and the tasks answered too many 5xx. */
   public readonly serverErrors: cloudwatch.Alarm;
+  /** A target failed its health check for several minutes. */
+  public readonly unhealthyTargets: cloudwatch.Alarm;
+  /** The p99 response time of the tasks is too high. */
+  public readonly p99Latency: cloudwatch.Alarm;
   /** A background worker made no progress on some replica for WORKER_STALL_PERIODS periods. */
   public readonly workerStalled: cloudwatch.Alarm;
   /** The API's database probe failed for several minutes: the database, not the tasks, is down. */
@@ -51,13 +62,25 @@ export class ServiceMonitoring extends Construct {
   constructor(scope: Construct, id: string, props: ServiceMonitoringProps) {
     super(scope, id);
     const prefix = props.namePrefix ?? Stack.of(this).stackName;
-    const { targetGroup, loadBalancer, service } = props.webService;
+    const { targetGroups, loadBalancer, service } = props.webService;
     const minute = Duration.minutes(1);
+    // The deployment alarms are named by these strings, not by alarm.alarmName (a reference to
+    // the alarm), so the service does not depend on the alarms that read its target groups.
+    const names = { serverErrors: `${prefix}-api-5xx`, unhealthyTargets: `${prefix}-api-unhealthy-targets`, p99Latency: `${prefix}-api-p99-latency` };
+    /** One metric per target group, named tg0, tg1, ... for a math expression. */
+    const perGroup = (metric: (g: elbv2.ApplicationTargetGroup) => cloudwatch.IMetric): Record<string, cloudwatch.IMetric> =>
+      Object.fromEntries(targetGroups.map((g, i) => [`tg${i}`, metric(g)]));
+    const filled = (names: string[]): string => names.map((n) => `FILL(${n}, 0)`).join(' + ');
 
     this.noHealthyTargets = new cloudwatch.Alarm(this, 'NoHealthyTargets', {
       alarmName: `${prefix}-api-no-healthy-targets`,
       alarmDescription: `No API task passes the health check: the API is down. Runbook: ${SERVICE_RUNBOOK.noHealthyTargets}`,
-      metric: targetGroup.metrics.healthyHostCount({ statistic: cloudwatch.Stats.MINIMUM, period: minute }),
+      metric: new cloudwatch.MathExpression({
+        expression: filled(targetGroups.map((_, i) => `tg${i}`)),
+        usingMetrics: perGroup((g) => g.metrics.healthyHostCount({ statistic: cloudwatch.Stats.MINIMUM, period: minute })),
+        period: minute,
+        label: 'healthy API tasks',
+      }),
       threshold: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
       evaluationPeriods: SERVICE_DEFAULTS.noHealthyTargetsMinutes,
@@ -67,13 +90,13 @@ export class ServiceMonitoring extends Construct {
 
     const period = Duration.minutes(SERVICE_DEFAULTS.serverErrorsPeriodMinutes);
     this.serverErrors = new cloudwatch.Alarm(this, 'ServerErrors', {
-      alarmName: `${prefix}-api-5xx`,
+      alarmName: names.serverErrors,
       alarmDescription: `The API answered ${SERVICE_DEFAULTS.serverErrorsThreshold} or more 5xx in ${SERVICE_DEFAULTS.serverErrorsPeriodMinutes} minutes. Runbook: ${SERVICE_RUNBOOK.serverErrors}`,
       metric: new cloudwatch.MathExpression({
-        expression: 'FILL(lb, 0) + FILL(targets, 0)',
+        expression: filled(['lb', ...targetGroups.map((_, i) => `tg${i}`)]),
         usingMetrics: {
           lb: loadBalancer.metrics.httpCodeElb(elbv2.HttpCodeElb.ELB_5XX_COUNT, { statistic: cloudwatch.Stats.SUM, period }),
-          targets: targetGroup.metrics.httpCodeTarget(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, { statistic: cloudwatch.Stats.SUM, period }),
+          ...perGroup((g) => g.metrics.httpCodeTarget(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, { statistic: cloudwatch.Stats.SUM, period })),
         },
         period,
         label: '5xx answers',
@@ -81,6 +104,37 @@ export class ServiceMonitoring extends Construct {
       threshold: SERVICE_DEFAULTS.serverErrorsThreshold,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+
+    const deployMinutes = SERVICE_DEFAULTS.deploymentAlarmMinutes;
+    this.unhealthyTargets = new cloudwatch.Alarm(this, 'UnhealthyTargets', {
+      alarmName: names.unhealthyTargets,
+      alarmDescription: `An API task failed the health check for ${deployMinutes} minutes; during a deploy this rolls it back. Runbook: ${SERVICE_RUNBOOK.unhealthyTargets}`,
+      metric: new cloudwatch.MathExpression({
+        expression: filled(targetGroups.map((_, i) => `tg${i}`)),
+        usingMetrics: perGroup((g) => g.metrics.unhealthyHostCount({ statistic: cloudwatch.Stats.MAXIMUM, period: minute })),
+        period: minute,
+        label: 'unhealthy API tasks',
+      }),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: deployMinutes,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    this.p99Latency = new cloudwatch.Alarm(this, 'P99Latency', {
+      alarmName: names.p99Latency,
+      alarmDescription: `The API's p99 response time was above ${SERVICE_DEFAULTS.p99LatencySeconds} s for ${deployMinutes} minutes; during a deploy this rolls it back. Runbook: ${SERVICE_RUNBOOK.unhealthyTargets}`,
+      metric: new cloudwatch.MathExpression({
+        // The worst group: the canary's slice is small, an average would hide it.
+        expression: `MAX([${targetGroups.map((_, i) => `FILL(tg${i}, 0)`).join(', ')}])`,
+        usingMetrics: perGroup((g) => g.metrics.targetResponseTime({ statistic: cloudwatch.Stats.p(99), period: minute })),
+        period: minute,
+        label: 'p99 response time (s)',
+      }),
+      threshold: SERVICE_DEFAULTS.p99LatencySeconds,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: deployMinutes,
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
 
@@ -107,10 +161,14 @@ export class ServiceMonitoring extends Construct {
     });
 
     const action = new actions.SnsAction(props.topic);
-    for (const alarm of [this.noHealthyTargets, this.serverErrors, this.workerStalled, this.databaseUnavailable]) alarm.addAlarmAction(action);
+    for (const alarm of [this.noHealthyTargets, this.serverErrors, this.unhealthyTargets, this.p99Latency, this.workerStalled, this.databaseUnavailable]) alarm.addAlarmAction(action);
+    service.enableDeploymentAlarms(
+      [names.serverErrors, names.unhealthyTargets, names.p99Latency],
+      { behavior: ecs.AlarmBehavior.ROLLBACK_ON_ALARM },
+    );
 
     this.deploymentFailedRule = new events.Rule(this, 'DeploymentFailed', {
-      description: 'An API deployment failed and the circuit breaker rolled it back',
+      description: 'An API deployment failed and the circuit breaker or a deployment alarm rolled it back',
       eventPattern: {
         source: ['aws.ecs'],
         detailType: ['ECS Deployment State Change'],

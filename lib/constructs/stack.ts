@@ -90,7 +90,7 @@ export function withStageDefaults(props: BackendStackProps): BackendStackProps &
     retainData: props.retainData ?? d.retainData,
     natGateways: props.natGateways ?? d.natGateways,
     logRetentionDays: props.logRetentionDays ?? d.logRetentionDays,
-    service: { desiredCount: d.desiredCount, minCapacity: d.minCapacity, maxCapacity: d.maxCapacity, deletionProtection, ...given(props.service) },
+    service: { minCapacity: d.minCapacity, maxCapacity: d.maxCapacity, canaryDeploys: d.canaryDeploys, deletionProtection, ...given(props.service) },
     database: usesExistingDatabase
       ? props.database
       : { instanceType: d.databaseInstanceType, multiAz: d.databaseMultiAz, deletionProtection, retain: props.retainData ?? d.retainData, ...given(props.database) },

@@ -19,14 +19,13 @@ import { CONTAINER, LIMITS, SERVICE_DEFAULTS } from '../defaults.js';
 import { FARGATE_SIZES, fargateMemoryChoices } from '../jobs.js';
 import { keepAliveTimeoutMs } from '../timing.js';
 import { Problems, throwIfProblems } from './validation.js';
+import { acknowledgeCanary, addCanaryTargets, canaryServiceProps } from './canary-deploys.js';
 
 export interface WebServiceProps {
   /** The cluster (and so the VPC) the service runs in. */
   readonly cluster: ecs.ICluster;
   /** The image, log group, shared environment and database secrets. */
   readonly runtime: AppRuntime;
-  /** Tasks after a deploy. @default 2 */
-  readonly desiredCount?: number;
   /** Fewest tasks auto-scaling keeps. @default 2 */
   readonly minCapacity?: number;
   /** Most tasks auto-scaling starts. @default 6 */
@@ -55,21 +54,18 @@ export interface WebServiceProps {
   readonly deletionProtection?: boolean;
   /** DB_POOL_MAX of each task, from the connection budget (lib/pool-budget.ts). @default - the container's default */
   readonly dbPoolMax?: number;
+  /** ECS canary deploys (lib/constructs/canary-deploys.ts) instead of rolling ones. @default false */
+  readonly canaryDeploys?: boolean;
 }
 
 /** Every problem with `props`, each showing the bad value. Empty when they are valid. */
 export function validateWebServiceProps(props: Omit<WebServiceProps, 'cluster' | 'runtime'>): string[] {
   const problems = new Problems();
-  const desired = props.desiredCount ?? SERVICE_DEFAULTS.desiredCount;
   const min = props.minCapacity ?? SERVICE_DEFAULTS.minCapacity;
   const max = props.maxCapacity ?? SERVICE_DEFAULTS.maxCapacity;
-  problems.whole('desiredCount', props.desiredCount, 1);
   problems.whole('minCapacity', props.minCapacity, 1);
   problems.whole('maxCapacity', props.maxCapacity, 1);
-  if (![desired, min, max].some((v) => Token.isUnresolved(v))) {
-    if (min > max) problems.add(`minCapacity (${min}) must not exceed maxCapacity (${max})`);
-    else if (desired < min || desired > max) problems.add(`desiredCount must be between minCapacity (${min}) and maxCapacity (${max}), got ${desired}`);
-  }
+  if (![min, max].some((v) => Token.isUnresolved(v)) && min > max) problems.add(`minCapacity (${min}) must not exceed maxCapacity (${max})`);
 
   const cpu = props.cpu ?? SERVICE_DEFAULTS.cpu;
   const memory = props.memoryMiB ?? SERVICE_DEFAULTS.memoryMiB;
@@ -101,6 +97,10 @@ export class WebService extends Construct {
   public readonly adminApiKey: secretsmanager.Secret;
   /** The service's target group (health check on /livez). */
   public readonly targetGroup: elbv2.ApplicationTargetGroup;
+  /** With canary deploys, the group the new tasks of a deploy join; after a deploy the traffic may sit on either. */
+  public readonly alternateTargetGroup: elbv2.ApplicationTargetGroup | undefined;
+  /** Every target group that can carry the API's traffic. */
+  public readonly targetGroups: readonly elbv2.ApplicationTargetGroup[];
   public readonly service: ecs.FargateService;
   public readonly taskDefinition: ecs.FargateTaskDefinition;
   public readonly container: ecs.ContainerDefinition;
@@ -154,10 +154,11 @@ export class WebService extends Construct {
     this.service = new ecs.FargateService(this, 'Service', {
       cluster: props.cluster,
       taskDefinition: this.taskDefinition,
-      desiredCount: props.desiredCount ?? SERVICE_DEFAULTS.desiredCount,
+      // No desiredCount: a deploy then leaves the count auto-scaling set alone (the scalable target keeps it within min and max).
       minHealthyPercent: 100,
       maxHealthyPercent: SERVICE_DEFAULTS.maxHealthyPercent,
-      circuitBreaker: { enable: true, rollback: true },
+      // The circuit breaker is a rolling-update feature; a canary deploy rolls back on its alarms.
+      ...(props.canaryDeploys ? canaryServiceProps() : { circuitBreaker: { enable: true, rollback: true } }),
       healthCheckGracePeriod: Duration.seconds(SERVICE_DEFAULTS.healthCheckGracePeriodSeconds),
       vpcSubnets: { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS },
       assignPublicIp: false,
@@ -214,20 +215,32 @@ export class WebService extends Construct {
       this.listener = this.loadBalancer.addListener('Http', { port: 80, protocol: elbv2.ApplicationProtocol.HTTP, open: true });
     }
 
+    const deregistrationDelay = props.deregistrationDelay ?? Duration.seconds(SERVICE_DEFAULTS.deregistrationDelaySeconds);
+    const healthCheck: elbv2.HealthCheck = {
+      path: SERVICE_DEFAULTS.healthCheckPath,
+      healthyHttpCodes: '200',
+      interval: Duration.seconds(SERVICE_DEFAULTS.healthCheckIntervalSeconds),
+      timeout: Duration.seconds(SERVICE_DEFAULTS.healthCheckTimeoutSeconds),
+      healthyThresholdCount: SERVICE_DEFAULTS.healthyThresholdCount,
+      unhealthyThresholdCount: SERVICE_DEFAULTS.unhealthyThresholdCount,
+    };
     this.targetGroup = this.listener.addTargets('Api', {
       port: CONTAINER.port,
       protocol: elbv2.ApplicationProtocol.HTTP,
-      targets: [this.service.loadBalancerTarget({ containerName: CONTAINER.name, containerPort: CONTAINER.port })],
-      deregistrationDelay: props.deregistrationDelay ?? Duration.seconds(SERVICE_DEFAULTS.deregistrationDelaySeconds),
-      healthCheck: {
-        path: SERVICE_DEFAULTS.healthCheckPath,
-        healthyHttpCodes: '200',
-        interval: Duration.seconds(SERVICE_DEFAULTS.healthCheckIntervalSeconds),
-        timeout: Duration.seconds(SERVICE_DEFAULTS.healthCheckTimeoutSeconds),
-        healthyThresholdCount: SERVICE_DEFAULTS.healthyThresholdCount,
-        unhealthyThresholdCount: SERVICE_DEFAULTS.unhealthyThresholdCount,
-      },
+      deregistrationDelay,
+      healthCheck,
     });
+    const canary = props.canaryDeploys
+      ? addCanaryTargets(this, { vpc, listener: this.listener, primary: this.targetGroup, healthCheck, deregistrationDelay })
+      : undefined;
+    this.alternateTargetGroup = canary?.alternate;
+    this.targetGroups = canary ? [this.targetGroup, canary.alternate] : [this.targetGroup];
+    this.targetGroup.addTarget(this.service.loadBalancerTarget({
+      containerName: CONTAINER.name,
+      containerPort: CONTAINER.port,
+      alternateTarget: canary?.target,
+    }));
+    acknowledgeCanary(this.service);
 
     this.scaling = this.service.autoScaleTaskCount({
       minCapacity: props.minCapacity ?? SERVICE_DEFAULTS.minCapacity,

@@ -14,7 +14,7 @@ describe('settings from cdk.json context', () => {
   it('reads values given on the command line (strings) as numbers, booleans and durations', () => {
     const { stackName, props } = settingsFromContext(newApp({
       stackName: 'Staging',
-      desiredCount: '3',
+      minCapacity: '3',
       maxCapacity: '8',
       stopTimeout: '30',
       albIdleTimeout: 120,
@@ -24,7 +24,7 @@ describe('settings from cdk.json context', () => {
     }).node);
     expect(stackName).toBe('Staging');
     expect(props.env).toEqual({ account: '123456789012', region: 'eu-west-1' });
-    expect(props.service?.desiredCount).toBe(3);
+    expect(props.service?.minCapacity).toBe(3);
     expect(props.service?.maxCapacity).toBe(8);
     expect(props.service?.stopTimeout?.toSeconds()).toBe(30);
     expect(props.service?.albIdleTimeout).toEqual(Duration.seconds(120));
@@ -38,7 +38,7 @@ describe('settings from cdk.json context', () => {
   it('reports every bad setting at once, each with its value', () => {
     const message = errorMessage(() => settingsFromContext(newApp({
       alertEmail: 'not-an-address',
-      desiredCount: 'two',
+      maxCapacity: 'two',
       stopTimeout: '150',
       deregistrationDelay: -1,
       databaseSecretArn: 'my-secret',
@@ -50,7 +50,7 @@ describe('settings from cdk.json context', () => {
     }).node));
     expect(message).toMatch(/^The settings \(cdk\.json context\) of stack EcsSaasBackend-dev have 10 problems:/);
     expect(message).toContain('logLevel must be one of trace, debug, info, warn, error, fatal, silent, got "verbose"');
-    expect(message).toContain('desiredCount must be a whole number, got "two"');
+    expect(message).toContain('maxCapacity must be a whole number, got "two"');
     expect(message).toContain('unknown context key "databaseMultiAZ": did you mean "databaseMultiAz"?');
     expect(message).toContain('account and region must be set together, got account "123456789012" and region undefined');
     expect(message).toContain('alertEmail must be an email address, got "not-an-address"');
@@ -78,13 +78,13 @@ describe('bin/app.ts', () => {
     const outdir = mkdtempSync(path.join(tmpdir(), 'cdk-out-'));
     try {
       const run = spawnSync(process.execPath, ['--import', 'tsx', 'bin/app.ts'], {
-        env: { ...process.env, CDK_OUTDIR: outdir, CDK_CONTEXT_JSON: JSON.stringify({ ...CDK_CONTEXT, alertEmail: TEST_ALERT_EMAIL, stopTimeout: 150, desiredCount: 9 }) },
+        env: { ...process.env, CDK_OUTDIR: outdir, CDK_CONTEXT_JSON: JSON.stringify({ ...CDK_CONTEXT, alertEmail: TEST_ALERT_EMAIL, stopTimeout: 150, minCapacity: 3 }) },
         encoding: 'utf8',
         timeout: 170_000,
       });
       expect(run.status).toBe(1);
       expect(run.stderr).toContain('stopTimeout must be a whole number of seconds between 2 and 120, got 150');
-      expect(run.stderr).toContain('desiredCount must be between minCapacity (1) and maxCapacity (2), got 9');
+      expect(run.stderr).toContain('minCapacity (3) must not exceed maxCapacity (2)');
       expect(run.stderr).not.toMatch(/\n\s+at /);
     } finally {
       rmSync(outdir, { recursive: true, force: true });

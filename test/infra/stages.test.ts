@@ -32,7 +32,8 @@ describe.each(['dev', 'prod'] as const)('stage %s', (stage) => {
   });
 
   it('sizes the API and the database from the stage', () => {
-    template.hasResourceProperties('AWS::ECS::Service', { DesiredCount: d.desiredCount });
+    // No DesiredCount: a deploy leaves the count auto-scaling chose alone.
+    template.hasResourceProperties('AWS::ECS::Service', { DesiredCount: Match.absent() });
     template.hasResourceProperties('AWS::ApplicationAutoScaling::ScalableTarget', { MinCapacity: d.minCapacity, MaxCapacity: d.maxCapacity });
     template.hasResourceProperties('AWS::RDS::DBInstance', { DBInstanceClass: `db.${d.databaseInstanceType}`, MultiAZ: d.databaseMultiAz });
     template.resourceCountIs('AWS::EC2::NatGateway', d.natGateways);
@@ -65,8 +66,9 @@ describe.each(['dev', 'prod'] as const)('stage %s', (stage) => {
 
 describe('stages', () => {
   it('lets a context key override its stage default', () => {
-    const { template } = synthStage({ stage: 'prod', ...TEST_DOMAIN, desiredCount: 3, databaseMultiAz: false, deletionProtection: false });
-    template.hasResourceProperties('AWS::ECS::Service', { DesiredCount: 3 });
+    const { template } = synthStage({ stage: 'prod', ...TEST_DOMAIN, minCapacity: 3, canaryDeploys: false, databaseMultiAz: false, deletionProtection: false });
+    template.hasResourceProperties('AWS::ApplicationAutoScaling::ScalableTarget', { MinCapacity: 3 });
+    template.hasResourceProperties('AWS::ECS::Service', { DeploymentConfiguration: { DeploymentCircuitBreaker: { Enable: true, Rollback: true } } });
     template.hasResourceProperties('AWS::RDS::DBInstance', { MultiAZ: false, DeletionProtection: false });
   });
 

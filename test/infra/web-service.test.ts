@@ -73,7 +73,7 @@ describe('web service, default settings', () => {
 
   it('deploys with a rolling circuit breaker and never below the running count', () => {
     s.template.hasResourceProperties('AWS::ECS::Service', {
-      DesiredCount: STAGE_DEFAULTS.dev.desiredCount,
+      DesiredCount: Match.absent(),
       LaunchType: 'FARGATE',
       DeploymentConfiguration: {
         DeploymentCircuitBreaker: { Enable: true, Rollback: true },
@@ -149,10 +149,10 @@ describe('API alerts', () => {
   const alarm = (name: string) => Object.values(resources(s.template, 'AWS::CloudWatch::Alarm')).find((a) => a.Properties.AlarmName === `Test-api-${name}`)?.Properties;
 
   it('pages when no task passes the health check', () => {
-    expect(alarm('no-healthy-targets')).toMatchObject({
-      Namespace: 'AWS/ApplicationELB',
-      MetricName: 'HealthyHostCount',
-      Statistic: 'Minimum',
+    const noHealthy = alarm('no-healthy-targets')!;
+    const stats = noHealthy.Metrics.filter((m: any) => m.MetricStat).map((m: any) => m.MetricStat);
+    expect(stats.map((m: any) => [m.Metric.Namespace, m.Metric.MetricName, m.Stat])).toEqual([['AWS/ApplicationELB', 'HealthyHostCount', 'Minimum']]);
+    expect(noHealthy).toMatchObject({
       ComparisonOperator: 'LessThanThreshold',
       Threshold: 1,
       EvaluationPeriods: SERVICE_DEFAULTS.noHealthyTargetsMinutes,

@@ -1,0 +1,102 @@
+/**
+ * How each stage deploys the API: prod with ECS's canary strategy (two target groups, a
+ * weighted production rule, a bake time, deployment alarms that roll back), dev rolling with
+ * the circuit breaker. One synth per stage.
+ */
+import { Template } from 'aws-cdk-lib/assertions';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { SERVICE_DEFAULTS, STAGE_DEFAULTS } from '../../lib/defaults.js';
+import { settingsFromContext } from '../../lib/constructs/settings.js';
+import { BackendStack } from '../../lib/constructs/stack.js';
+import { newApp, NOW, resources, TEST_DOMAIN } from './synth.js';
+
+function synthStage(context: Record<string, unknown>): Template {
+  const app = newApp(context);
+  const { stackName, props } = settingsFromContext(app.node);
+  return Template.fromStack(new BackendStack(app, stackName, { ...props, now: NOW }));
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Resource = { Properties: any };
+const one = (template: Template, type: string): Resource => {
+  const all = Object.values(resources(template, type)) as Resource[];
+  expect(all).toHaveLength(1);
+  return all[0]!;
+};
+const alarmsByName = (template: Template): Map<string, Resource> =>
+  new Map((Object.values(resources(template, 'AWS::CloudWatch::Alarm')) as Resource[]).map((a) => [a.Properties.AlarmName, a]));
+const targetGroupIds = (template: Template): string[] => Object.keys(resources(template, 'AWS::ElasticLoadBalancingV2::TargetGroup'));
+/** Every target group a math alarm's metrics read, by logical id (the dimension is a GetAtt of it). */
+const groupsWatched = (alarm: Resource): string[] => (alarm.Properties.Metrics as { MetricStat?: { Metric: { Dimensions: { Name: string; Value: { 'Fn::GetAtt': [string, string] } }[] } } }[])
+  .flatMap((m) => m.MetricStat?.Metric.Dimensions ?? [])
+  .filter((d) => d.Name === 'TargetGroup')
+  .map((d) => d.Value['Fn::GetAtt'][0]);
+
+describe('prod deploys', () => {
+  let template: Template;
+  beforeAll(() => { template = synthStage({ stage: 'prod', ...TEST_DOMAIN }); });
+
+  it('uses the canary strategy with its slice, canary bake time and deployment bake time', () => {
+    const config = one(template, 'AWS::ECS::Service').Properties.DeploymentConfiguration;
+    expect(config.Strategy).toBe('CANARY');
+    expect(config.CanaryConfiguration).toEqual({ CanaryPercent: SERVICE_DEFAULTS.canaryPercent, CanaryBakeTimeInMinutes: SERVICE_DEFAULTS.canaryBakeMinutes });
+    expect(config.BakeTimeInMinutes).toBe(SERVICE_DEFAULTS.deploymentBakeMinutes);
+    // The circuit breaker is for rolling updates only; the alarms roll a canary back.
+    expect(config.DeploymentCircuitBreaker).toBeUndefined();
+  });
+
+  it('leaves the task count to auto-scaling: no DesiredCount for a deploy to reset', () => {
+    const service = one(template, 'AWS::ECS::Service').Properties;
+    expect(service).not.toHaveProperty('DesiredCount');
+    const target = one(template, 'AWS::ApplicationAutoScaling::ScalableTarget').Properties;
+    expect([target.MinCapacity, target.MaxCapacity]).toEqual([STAGE_DEFAULTS.prod.minCapacity, STAGE_DEFAULTS.prod.maxCapacity]);
+  });
+
+  it('rolls back on the 5xx, unhealthy-target and p99 latency alarms', () => {
+    const { Alarms } = one(template, 'AWS::ECS::Service').Properties.DeploymentConfiguration;
+    expect(Alarms.Enable).toBe(true);
+    expect(Alarms.Rollback).toBe(true);
+    const names = [...alarmsByName(template).keys()];
+    const watched = (Alarms.AlarmNames as string[]).map((n) => n.replace(/^EcsSaasBackend-prod-/, '')).sort();
+    expect(watched).toEqual(['api-5xx', 'api-p99-latency', 'api-unhealthy-targets']);
+    for (const name of Alarms.AlarmNames) expect(names).toContain(name);
+    const latency = alarmsByName(template).get('EcsSaasBackend-prod-api-p99-latency')!;
+    expect(latency.Properties.Threshold).toBe(SERVICE_DEFAULTS.p99LatencySeconds);
+  });
+
+  it('gives the service an alternate target group and a weighted production rule on both', () => {
+    const groups = targetGroupIds(template);
+    expect(groups).toHaveLength(2);
+    const lb = one(template, 'AWS::ECS::Service').Properties.LoadBalancers;
+    expect(lb).toHaveLength(1);
+    expect(lb[0].AdvancedConfiguration.AlternateTargetGroupArn).toEqual({ Ref: groups.find((g) => g.includes('Alternate')) });
+    expect(lb[0].AdvancedConfiguration.ProductionListenerRule).toEqual({ Ref: Object.keys(resources(template, 'AWS::ElasticLoadBalancingV2::ListenerRule'))[0] });
+    const rule = one(template, 'AWS::ElasticLoadBalancingV2::ListenerRule').Properties;
+    const forwarded = rule.Actions[0].ForwardConfig.TargetGroups.map((t: { TargetGroupArn: { Ref: string }; Weight: number }) => [t.TargetGroupArn.Ref, t.Weight]);
+    expect(forwarded.map(([ref]: [string]) => ref).sort()).toEqual([...groups].sort());
+    expect(forwarded.map(([, w]: [string, number]) => w).sort()).toEqual([0, 100]);
+  });
+
+  it('alarms on 5xx and healthy tasks across both target groups', () => {
+    const alarms = alarmsByName(template);
+    for (const name of ['api-5xx', 'api-no-healthy-targets', 'api-unhealthy-targets', 'api-p99-latency']) {
+      const alarm = alarms.get(`EcsSaasBackend-prod-${name}`)!;
+      expect(new Set(groupsWatched(alarm)), name).toEqual(new Set(targetGroupIds(template)));
+    }
+  });
+});
+
+describe('dev deploys', () => {
+  let template: Template;
+  beforeAll(() => { template = synthStage({ stage: 'dev' }); });
+
+  it('stay rolling, with the circuit breaker and the same deployment alarms', () => {
+    const config = one(template, 'AWS::ECS::Service').Properties.DeploymentConfiguration;
+    expect(config.Strategy).toBeUndefined();
+    expect(config.CanaryConfiguration).toBeUndefined();
+    expect(config.DeploymentCircuitBreaker).toEqual({ Enable: true, Rollback: true });
+    expect(config.Alarms).toMatchObject({ Enable: true, Rollback: true });
+    expect(targetGroupIds(template)).toHaveLength(1);
+    template.resourceCountIs('AWS::ElasticLoadBalancingV2::ListenerRule', 0);
+  });
+});
