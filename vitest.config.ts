@@ -1,6 +1,7 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { defineConfig } from 'vitest/config';
+import LongestFirst from './test/sequencer.js';
 
 /** Infrastructure tests that start processes or use the run's Postgres: they run with those. */
 const INFRA_WITH_PROCESSES = ['test/infra/dockerfile.test.ts', 'test/infra/job-executions.test.ts'];
@@ -38,6 +39,7 @@ export default defineConfig({
     testTimeout: 180_000,
     hookTimeout: 300_000,
     pool: 'forks',
+    sequence: { sequencer: LongestFirst },
     // Two cores: more workers only makes the timing-window tests noisy.
     maxWorkers: 2,
     projects: [
