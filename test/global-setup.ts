@@ -24,7 +24,7 @@ declare module 'vitest' {
  * it. One cluster's start and migration is seconds of CPU on two cores.
  */
 interface SharedServer {
-  readonly adminUrl: Promise<string>;
+  adminUrl?: Promise<string>;
   embedded?: PostgresHost;
   users: number;
 }
@@ -49,16 +49,16 @@ function checkRuntime(): void {
 
 export async function setup(project: TestProject): Promise<void> {
   checkRuntime();
-  const shared = (registry[SHARED] ??= { adminUrl: startServer(), users: 0 });
+  const shared = (registry[SHARED] ??= { users: 0 });
   shared.users++;
-  project.provide('adminDatabaseUrl', await shared.adminUrl);
+  project.provide('adminDatabaseUrl', await (shared.adminUrl ??= startServer(shared)));
 }
 
-async function startServer(): Promise<string> {
+async function startServer(shared: SharedServer): Promise<string> {
   let adminUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
   if (!adminUrl) {
     const embedded = await spawnPostgresHost({ dataDir: `.data/test-postgres-${process.pid}`, port: 0, persistent: false, database: 'postgres' });
-    registry[SHARED]!.embedded = embedded;
+    shared.embedded = embedded;
     adminUrl = embedded.url;
   }
   const admin = newClient({ connectionString: adminUrl });
