@@ -3,13 +3,16 @@
  * signals: picks the command from the arguments and runs it.
  *
  * Exit codes (app/errors.ts): 0 ok, 1 failure (a job: alerted), 2 usage error, 3 job interrupted, 4 job failed unalerted.
+ *
+ * What can be checked with plain code (the command, the jobs table, a job's arguments) is
+ * checked before the configuration (zod), the logger (pino) and the job machinery load; a
+ * job then writes its first log line, and only then loads them (docs/performance.md#process-start).
  */
 import { CONTAINER_COMMANDS, InvalidJobsTableError, JOBS } from '../lib/jobs.js';
 import { checkJobsTable } from './jobs-table-check.js';
-import { loadConfig } from './config.js';
 import { UsageError, EXIT } from './errors.js';
-import { createLogger, flushLogs, printError } from './logger.js';
-import { describeStart } from './startup-guard.js';
+import { parseJobArgs } from './jobs/args.js';
+import { describeStart, exitOnLoadFailure, startupLine } from './startup-guard.js';
 
 export function usage(): string {
   return [
@@ -22,6 +25,11 @@ export function usage(): string {
     '',
     `Jobs: ${JOBS.map((j) => j.name).join(', ')}`,
   ].join('\n');
+}
+
+/** A module of a command, loaded when the command runs; one that fails to load ends the process as the entry does. */
+function load<T>(module: Promise<T>): Promise<T> {
+  return module.catch((err: unknown) => exitOnLoadFailure(err));
 }
 
 async function main(argv: string[]): Promise<void> {
@@ -50,38 +58,53 @@ async function main(argv: string[]): Promise<void> {
   }
   if (command === 'jobs') {
     // Works without a database: the run lengths then come from a stated assumption.
-    const { runJobsCommand } = await import('./jobs/list.js');
+    const { runJobsCommand } = await load(import('./jobs/list.js'));
     await runJobsCommand(rest);
     return;
   }
+  const isJob = command !== undefined && !CONTAINER_COMMANDS.includes(command as (typeof CONTAINER_COMMANDS)[number]);
+  const jobArgs = isJob ? parseJobArgs(command, rest) : undefined;
+  if (isJob) {
+    // The job's first line, before the heavy modules load (about two thirds of its start-up):
+    // what runs, for when, in which process.
+    const { scheduledTime, scheduledTimeSource } = jobArgs!;
+    startupLine(
+      'info',
+      { job: command, scheduledTime: scheduledTime.toISOString(), pid: process.pid, node: process.version },
+      `starting job ${command} for ${scheduledTime.toISOString()} (from ${scheduledTimeSource}; pid ${process.pid}, Node ${process.version})`,
+    );
+  }
+  const { loadConfig } = await load(import('./config.js'));
   const config = loadConfig();
   if (command === undefined) {
-    const { runServer } = await import('./server.js');
+    const { runServer } = await load(import('./server.js'));
     await runServer(config);
   } else if (command === 'migrate') {
-    const { runMigrate } = await import('./server.js');
+    const { runMigrate } = await load(import('./server.js'));
     await runMigrate(config);
   } else if (command === 'runs') {
-    const { runRunsCommand } = await import('./jobs/runs.js');
+    const { runRunsCommand } = await load(import('./jobs/runs.js'));
     await runRunsCommand(rest, config);
   } else if (command === 'seed') {
-    const { runSeedCommand } = await import('./seed.js');
+    const { runSeedCommand } = await load(import('./seed.js'));
     await runSeedCommand(rest, config);
   } else {
-    const { runJobCommand } = await import('./jobs/cli.js');
-    await runJobCommand(command, rest, config);
+    const { runJobCommand } = await load(import('./jobs/cli.js'));
+    await runJobCommand(command, jobArgs!, config);
   }
 }
 
-main(process.argv.slice(2)).catch((err: unknown) => {
+main(process.argv.slice(2)).catch(async (err: unknown) => {
   if (err instanceof UsageError) {
-    printError(err.message);
+    // For the user, without a stack; stderr, so that stdout carries only log lines.
+    process.stderr.write(`${err.message}\n`);
     process.exitCode = EXIT.usage;
     return;
   }
   // Start-up failed before a shutdown coordinator took charge (database down, migration failed);
   // for a job nothing was alerted, so its code is 4, not 1.
   const { failureCode } = describeStart(process.argv.slice(2));
+  const { createLogger, flushLogs } = await load(import('./logger.js'));
   const logger = createLogger(process.env.LOG_LEVEL ?? 'info');
   logger.fatal({ err: (err as Error)?.message, stack: (err as Error)?.stack, exitCode: failureCode }, `start-up failed: ${(err as Error)?.message ?? String(err)}`);
   flushLogs();

@@ -47,3 +47,13 @@ export function createPool(settings: DatabaseSettings, { role, max, logger, wait
   });
   return pool;
 }
+
+/**
+ * Opens `n` connections at once and leaves them idle in the pool, so that the first statements
+ * find them open. Never rejects: a connection that fails to open fails again, and is handled,
+ * where it is first used.
+ */
+export async function openConnections(pool: Pool, n: number): Promise<void> {
+  const opened = await Promise.allSettled(Array.from({ length: n }, () => pool.connect()));
+  for (const r of opened) if (r.status === 'fulfilled') r.value.release();
+}

@@ -90,8 +90,3 @@ export function flushLogs(): void {
     // Gave up at the deadline: the reader holds the pipe full.
   }
 }
-
-/** A line on stderr for the user, without a stack: used before the logger exists (config errors, usage). */
-export function printError(message: string): void {
-  process.stderr.write(`${message}\n`);
-}

@@ -14,7 +14,7 @@
  * (app/signals.ts, app/startup-guard.ts), then loads the rest (app/command.ts).
  */
 import nodeModule from 'node:module';
-import { describeStart, guardStartup, startupLine } from './startup-guard.js';
+import { exitOnLoadFailure, guardStartup } from './startup-guard.js';
 
 guardStartup();
 // V8's code for the modules below, kept on disk (NODE_COMPILE_CACHE, else the OS temp folder)
@@ -22,13 +22,5 @@ guardStartup();
 // starts with an empty /tmp (docs/performance.md#process-start). Node 22.1 and later (the
 // types are Node 20's, which lacks it).
 (nodeModule as { enableCompileCache?: () => unknown }).enableCompileCache?.();
-try {
-  await import('./command.js');
-} catch (err) {
-  // A module that fails to load (a bad build, a missing dependency): nothing ran and nobody was
-  // alerted, so a job exits 4 and its execution retries it, then alerts once.
-  const { what, failureCode } = describeStart(process.argv.slice(2));
-  const error = err instanceof Error ? err.message : String(err);
-  startupLine('fatal', { err: error, stack: err instanceof Error ? err.stack : undefined, exitCode: failureCode }, `${what} could not load its modules: ${error}; exiting ${failureCode}`);
-  process.exit(failureCode);
-}
+// The rest loads from here; command.ts loads each command's modules when it runs it.
+await import('./command.js').catch((err: unknown) => exitOnLoadFailure(err));

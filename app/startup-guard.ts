@@ -39,7 +39,7 @@ export function describeStart(argv: readonly string[]): StartupGuard {
 }
 
 /** A log line in the logger's shape, written before pino is loaded (or when it cannot be). */
-export function startupLine(level: 'debug' | 'warn' | 'fatal', fields: Record<string, unknown>, msg: string): void {
+export function startupLine(level: 'debug' | 'info' | 'warn' | 'fatal', fields: Record<string, unknown>, msg: string): void {
   const threshold = LEVELS[process.env.LOG_LEVEL ?? 'info'] ?? LEVELS.info!;
   if (LEVELS[level]! < threshold) return;
   const text = JSON.stringify({ level, time: new Date().toISOString(), service: 'ecs-saas-backend', mode: 'startup', ...fields, msg });
@@ -61,4 +61,15 @@ export function guardStartup(argv: readonly string[] = process.argv.slice(2)): v
   });
   // From here on a signal is answered (tests wait for this line before they send one).
   startupLine('debug', { pid: process.pid, node: process.version }, `starting ${what}`);
+}
+
+/**
+ * Ends a process whose modules failed to load (a bad build, a missing dependency): nothing ran
+ * and nobody was alerted, so a job exits 4 and its execution retries it, then alerts once.
+ */
+export function exitOnLoadFailure(err: unknown, argv: readonly string[] = process.argv.slice(2)): never {
+  const { what, failureCode } = describeStart(argv);
+  const error = err instanceof Error ? err.message : String(err);
+  startupLine('fatal', { err: error, stack: err instanceof Error ? err.stack : undefined, exitCode: failureCode }, `${what} could not load its modules: ${error}; exiting ${failureCode}`);
+  process.exit(failureCode);
 }

@@ -1,9 +1,9 @@
 /**
- * EventBridge schedule expressions: parsing, the next run times, the shortest gap between
- * runs, and a description in words, in UTC or in a job's time zone.
+ * EventBridge schedule expressions: parsing, the next run times and the shortest gap between
+ * runs, in UTC or in a job's time zone (the description in words: lib/schedule-words.ts).
  *
  * Plain data and croner, no aws-cdk-lib: synth validates the jobs table with this module and
- * the container's `npm run jobs` describes the same table with it.
+ * the container's `npm run jobs` lists the same table's next runs with it.
  *
  * EventBridge cron has six fields, `minutes hours day-of-month month day-of-week year`, always
  * in UTC, with day-of-week numbered 1 (SUN) to 7 (SAT) and exactly one of the two day fields
@@ -22,7 +22,6 @@
  * A `rate()` is a fixed duration after the previous invocation, whatever the zone.
  */
 import { Cron } from 'croner';
-import cronstrue from 'cronstrue';
 import { isTimeZone, offsetMs, springChanges, wallClock } from './time-zones.js';
 
 export { isTimeZone, wallClock };
@@ -202,23 +201,6 @@ export function longestIntervalMs(schedule: Schedule, from: Date = new Date()): 
   }
   return runs.length > 1 ? longest : Infinity;
 }
-
-/** The schedule in words, e.g. "At 00:15, every day (UTC)" or "At 06:00, only on Monday (Europe/Berlin)". */
-export function describeSchedule(schedule: Schedule): string {
-  if (schedule.kind === 'rate') {
-    return `Every ${schedule.expression.slice('rate('.length, -1)}`;
-  }
-  const [minutes, hours, dom, month, dow, year] = schedule.fields.split(' ');
-  const text = cronstrue.toString(`${minutes} ${hours} ${dom} ${month} ${dow} ${year}`, {
-    dayOfWeekStartIndexZero: false,
-    use24HourTimeFormat: true,
-    verbose: false,
-  });
-  return `${text} (${schedule.timeZone ?? UTC})`;
-}
-
-
-
 
 /**
  * The wall times ("2027-03-28 02:30") in the year after `from` at which a cron schedule in a

@@ -9,7 +9,8 @@ import type { TestProject } from 'vitest/node';
 import { spawnPostgresHost, type PostgresHost } from '../app/dev/embedded-postgres.js';
 import { migrate } from '../app/migrate.js';
 import { createLogger } from '../app/logger.js';
-import { TEMPLATE_DATABASE, newClient } from './helpers/db.js';
+import { ensureLoginRole } from '../app/login-role.js';
+import { TEMPLATE_DATABASE, TEST_LOGIN_ROLE, newClient } from './helpers/db.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -52,6 +53,9 @@ export async function setup(project: TestProject): Promise<void> {
   templateUrl.pathname = `/${TEMPLATE_DATABASE}`;
   const pool = new pg.Pool({ connectionString: templateUrl.toString(), max: 1 });
   await migrate(pool, createLogger('warn'));
+  const client = await pool.connect();
+  await ensureLoginRole(client, TEST_LOGIN_ROLE, createLogger('warn'));
+  client.release();
   await pool.end();
   project.provide('adminDatabaseUrl', adminUrl);
 }

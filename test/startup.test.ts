@@ -95,3 +95,18 @@ describe('a scheduled time in the future', () => {
     expect(r.code).toBe(0);
   });
 });
+
+describe("a job's first log line", () => {
+  it('is its start line, at the default level, written before the configuration and the job machinery load', async () => {
+    const r = await run(['data-cleanup', '--scheduled-time', '2025-03-10T00:00:00Z'], jobEnv(db, { LOG_LEVEL: 'info' }));
+    expect(r.code).toBe(0);
+    expect(r.logs[0]).toMatchObject({
+      level: 'info',
+      mode: 'startup',
+      job: 'data-cleanup',
+      scheduledTime: '2025-03-10T00:00:00.000Z',
+      msg: expect.stringMatching(/^starting job data-cleanup for 2025-03-10T00:00:00.000Z \(from --scheduled-time; pid \d+, Node v\d+/),
+    });
+    expect(r.logs.findIndex((l) => l.msg.startsWith('data-cleanup attempt 1 started'))).toBeGreaterThan(0);
+  });
+});

@@ -27,7 +27,7 @@ import { DEFAULT_STAGE, STACK_DEFAULTS, STAGES } from '../../lib/defaults.js';
 import { executionConsoleUrl } from '../../lib/job-flow.js';
 import { JOBS } from '../../lib/jobs.js';
 import { EXIT, UsageError } from '../errors.js';
-import { parseIsoTime } from '../jobs/cli.js';
+import { parseIsoTime } from '../jobs/args.js';
 import { awsSetupAdvice } from './aws-errors.js';
 
 const USAGE = 'Usage: npm run job:aws -- <job> [--scheduled-time ISO] [--wait] [--stage dev|prod | --stack NAME]';

@@ -10,7 +10,8 @@
  */
 import { RETRY_PATH, stateTransitions } from '../../lib/job-flow.js';
 import { JOBS, scheduleOf, taskRetriesOf, type JobDefinition } from '../../lib/jobs.js';
-import { describeSchedule, nextRuns, UTC, wallClock, type Schedule } from '../../lib/schedule.js';
+import { nextRuns, UTC, wallClock, type Schedule } from '../../lib/schedule.js';
+import { describeSchedule } from '../../lib/schedule-words.js';
 import { loadConfig } from '../config.js';
 import { createPool } from '../db.js';
 import { UsageError } from '../errors.js';

@@ -5,21 +5,23 @@
  * handler here, and when a handler here has no row in the table; test/jobs/registry.test.ts
  * checks the same at run time. To add a job: add its row to lib/jobs.ts, write its handler
  * (see handler.ts for the contract, billing-run.ts for the pattern) and list it here.
+ *
+ * Each entry loads its handler when called: a job process loads its own handler's modules,
+ * not every job's (docs/performance.md#process-start).
  */
 import type { JobName } from '../../lib/jobs.js';
-import { billingRun } from './billing-run.js';
-import { dataCleanup } from './data-cleanup.js';
 import type { JobHandler } from './handler.js';
-import { reportAggregation } from './report-aggregation.js';
-import { weeklyExport } from './weekly-export.js';
 
 // Each handler has its own checkpoint type; the runner treats them all alike.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyJobHandler = JobHandler<any>;
 
+/** Loads one job's handler. */
+export type HandlerLoader = () => Promise<AnyJobHandler>;
+
 export const HANDLERS = {
-  'billing-run': billingRun,
-  'report-aggregation': reportAggregation,
-  'data-cleanup': dataCleanup,
-  'weekly-export': weeklyExport,
-} as const satisfies Record<JobName, AnyJobHandler>;
+  'billing-run': async () => (await import('./billing-run.js')).billingRun,
+  'report-aggregation': async () => (await import('./report-aggregation.js')).reportAggregation,
+  'data-cleanup': async () => (await import('./data-cleanup.js')).dataCleanup,
+  'weekly-export': async () => (await import('./weekly-export.js')).weeklyExport,
+} as const satisfies Record<JobName, HandlerLoader>;

@@ -1,7 +1,7 @@
 /** The job command line: the run key's time, the flags, and bad input (exit 2, a clear message, nothing done). */
 import { describe, expect, it } from 'vitest';
 import { JOBS } from '../../lib/jobs.js';
-import { parseIsoTime, parseJobArgs } from '../../app/jobs/cli.js';
+import { parseIsoTime, parseJobArgs } from '../../app/jobs/args.js';
 import { EXIT, UsageError } from '../../app/errors.js';
 import { run, start } from '../helpers/process.js';
 

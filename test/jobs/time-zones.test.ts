@@ -10,7 +10,8 @@ import { localDate, previousDay, previousWeek, startOfLocalDay, type Period } fr
 import { exportWeekFor } from '../../app/jobs/weekly-export.js';
 import { missedRunWindow } from '../../lib/constructs/missed-run.js';
 import { JOBS, scheduleOf, validateJobs, type JobDefinition } from '../../lib/jobs.js';
-import { describeSchedule, longestIntervalMs, nextRuns, parseSchedule, shortestIntervalMs, skippedRuns } from '../../lib/schedule.js';
+import { longestIntervalMs, nextRuns, parseSchedule, shortestIntervalMs, skippedRuns } from '../../lib/schedule.js';
+import { describeSchedule } from '../../lib/schedule-words.js';
 
 const HOUR = 3_600_000;
 const iso = (dates: readonly Date[]) => dates.map((d) => d.toISOString());
