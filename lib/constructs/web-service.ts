@@ -20,6 +20,7 @@ import { FARGATE_SIZES, fargateMemoryChoices } from '../jobs.js';
 import { keepAliveTimeoutMs } from '../timing.js';
 import { Problems, throwIfProblems } from './validation.js';
 import { acknowledgeCanary, addCanaryTargets, canaryServiceProps } from './canary-deploys.js';
+import { scaleOnRequestsPerTask } from './request-scaling.js';
 
 export interface WebServiceProps {
   /** The cluster (and so the VPC) the service runs in. */
@@ -249,9 +250,6 @@ export class WebService extends Construct {
       maxCapacity: props.maxCapacity ?? SERVICE_DEFAULTS.maxCapacity,
     });
     this.scaling.scaleOnCpuUtilization('Cpu', { targetUtilizationPercent: props.targetCpuPercent ?? SERVICE_DEFAULTS.targetCpuPercent });
-    this.scaling.scaleOnRequestCount('Requests', {
-      requestsPerTarget: props.requestsPerTarget ?? SERVICE_DEFAULTS.requestsPerTarget,
-      targetGroup: this.targetGroup,
-    });
+    scaleOnRequestsPerTask(this.scaling, this.targetGroups, props.requestsPerTarget ?? SERVICE_DEFAULTS.requestsPerTarget);
   }
 }
