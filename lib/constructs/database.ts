@@ -11,10 +11,12 @@
 import { Duration, RemovalPolicy, Token, Validations } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
+import * as logs from 'aws-cdk-lib/aws-logs';
 import * as rds from 'aws-cdk-lib/aws-rds';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { DATABASE_DEFAULTS } from '../defaults.js';
+import { retainDatabaseLogs } from './database-logs.js';
 import { Problems, throwIfProblems } from './validation.js';
 
 export interface DatabaseProps {
@@ -39,7 +41,12 @@ export interface DatabaseProps {
   readonly retain?: boolean;
   /** A new instance's storage, GiB; it grows on its own up to five times this. @default 20 */
   readonly allocatedStorageGiB?: number;
+  /** Retention of a new instance's exported logs (the `postgresql` and `upgrade` log groups). @default logs.RetentionDays.ONE_MONTH */
+  readonly logRetention?: logs.RetentionDays;
 }
+
+/** The logs a new instance exports to CloudWatch Logs, each into /aws/rds/instance/<id>/<name>. */
+export const EXPORTED_LOGS = ['postgresql', 'upgrade'] as const;
 
 /**
  * A new instance's secrets: a snapshot without its passwords is of little use, so they stay
@@ -59,7 +66,7 @@ export function validateDatabaseProps(props: Omit<DatabaseProps, 'vpc'>): string
     if (!SECRET_ARN.test(props.secretArn)) {
       problems.add(`secretArn must be a Secrets Manager secret ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>), got ${JSON.stringify(props.secretArn)}`);
     }
-    for (const key of ['instanceType', 'multiAz', 'deletionProtection', 'allocatedStorageGiB', 'retain'] as const) {
+    for (const key of ['instanceType', 'multiAz', 'deletionProtection', 'allocatedStorageGiB', 'retain', 'logRetention'] as const) {
       if (props[key] !== undefined) problems.add(`${key} applies to a new instance only, but secretArn names an existing database; remove one of them`);
     }
   }
@@ -77,6 +84,8 @@ export class Database extends Construct {
   public readonly loginSecret: secretsmanager.ISecret;
   /** The new instance; undefined for an existing database. */
   public readonly instance: rds.DatabaseInstance | undefined;
+  /** The retention of each of a new instance's log groups, by log name; empty for an existing database. */
+  public readonly logRetentions: ReadonlyMap<string, logs.LogRetention>;
   /** DB_HOST, DB_PORT, DB_NAME, DB_USER and DB_PASSWORD of the login role, as ECS secrets: the API's and the jobs'. */
   public readonly containerSecrets: Readonly<Record<string, ecs.Secret>>;
   /** The master user's five fields, and DB_LOGIN_ROLE and DB_LOGIN_PASSWORD: the migrations task's. */
@@ -97,6 +106,7 @@ export class Database extends Construct {
     const ofLogin = (name: string) => ecs.Secret.fromSecretsManager(this.loginSecret, name);
     if (props.secretArn !== undefined) {
       this.instance = undefined;
+      this.logRetentions = new Map();
       // Only a complete ARN (with Secrets Manager's 6-character suffix) names exactly one secret in IAM and in ECS.
       this.secret = /-[A-Za-z0-9]{6}$/.test(props.secretArn)
         ? secretsmanager.Secret.fromSecretCompleteArn(this, 'Secret', props.secretArn)
@@ -106,6 +116,7 @@ export class Database extends Construct {
       this.loginSecret = login;
     } else {
       this.instance = this.newInstance(props);
+      this.logRetentions = retainDatabaseLogs(this, this.instance, { logs: EXPORTED_LOGS, retention: props.logRetention, retain: props.retain ?? true });
       this.secret = this.instance.secret!;
       // The attachment writes the instance's host and port into the secret, as RDS does for the master secret.
       login.applyRemovalPolicy(secretRemovalPolicy(props));
@@ -167,7 +178,7 @@ export class Database extends Construct {
       autoMinorVersionUpgrade: true,
       copyTagsToSnapshot: true,
       // Slow queries, errors and connection logs (per the parameter group) land in CloudWatch Logs.
-      cloudwatchLogsExports: ['postgresql', 'upgrade'],
+      cloudwatchLogsExports: [...EXPORTED_LOGS],
     });
     (instance.node.findChild('Secret') as secretsmanager.Secret).applyRemovalPolicy(secretRemovalPolicy(props));
 

@@ -93,7 +93,7 @@ export function withStageDefaults(props: BackendStackProps): BackendStackProps &
     service: { minCapacity: d.minCapacity, maxCapacity: d.maxCapacity, canaryDeploys: d.canaryDeploys, deletionProtection, ...given(props.service) },
     database: usesExistingDatabase
       ? props.database
-      : { instanceType: d.databaseInstanceType, multiAz: d.databaseMultiAz, deletionProtection, retain: props.retainData ?? d.retainData, ...given(props.database) },
+      : { instanceType: d.databaseInstanceType, multiAz: d.databaseMultiAz, deletionProtection, retain: props.retainData ?? d.retainData, logRetention: (props.logRetentionDays ?? d.logRetentionDays) as logs.RetentionDays, ...given(props.database) },
   };
 }
 

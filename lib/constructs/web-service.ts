@@ -157,8 +157,10 @@ export class WebService extends Construct {
       // No desiredCount: a deploy then leaves the count auto-scaling set alone (the scalable target keeps it within min and max).
       minHealthyPercent: 100,
       maxHealthyPercent: SERVICE_DEFAULTS.maxHealthyPercent,
-      // The circuit breaker is a rolling-update feature; a canary deploy rolls back on its alarms.
-      ...(props.canaryDeploys ? canaryServiceProps() : { circuitBreaker: { enable: true, rollback: true } }),
+      // Both strategies: the deployment alarms roll back a release that answers badly, the circuit
+      // breaker one whose tasks keep failing to start, which no alarm sees (docs/infrastructure.md, "Deploys").
+      circuitBreaker: { enable: true, rollback: true },
+      ...(props.canaryDeploys ? canaryServiceProps() : {}),
       healthCheckGracePeriod: Duration.seconds(SERVICE_DEFAULTS.healthCheckGracePeriodSeconds),
       vpcSubnets: { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS },
       assignPublicIp: false,

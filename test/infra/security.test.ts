@@ -96,6 +96,8 @@ describe('IAM', () => {
       || (w.actions.join() === 'sqs:SendMessage' && /:Test-\*-schedule-dlq"\]\]\}$/.test(w.resource))
       // weekly-export uploads objects into the export bucket only.
       || (w.actions.join() === 's3:PutObject' && /ExportBucket[^"]*","Arn"\]\},"\/\*"/.test(w.resource))
+      // The CDK's LogRetention function deletes the database's own log groups (and their streams) with a disposable database.
+      || (w.actions.join() === 'logs:DeleteLogGroup' && /^\[(,?\{"Fn::Join":\["",\["arn:",\{"Ref":"AWS::Partition"\},":logs:",\{"Ref":"AWS::Region"\},":",\{"Ref":"AWS::AccountId"\},":log-group:\/aws\/rds\/instance\/",\{"Ref":"DatabaseInstance[A-F0-9]+"\},"\/(postgresql|upgrade):\*"\]\]\})+\]$/.test(w.resource))
 ;
     expect(wildcards.filter((w) => !accepted(w))).toEqual([]);
     expect(wildcards.some((w) => w.actions.some((a) => a.includes('*')))).toBe(false);
