@@ -15,6 +15,10 @@ import {
 } from '../lib/timing.js';
 import { DEFAULT_METRICS_NAMESPACE } from '../lib/metrics.js';
 import { UsageError } from './errors.js';
+import { LOGIN_ROLE_NAME, PRINTABLE_ASCII, type LoginRole } from './login-role.js';
+
+/** A login role's password shorter than this is refused (the stack generates 30 characters). */
+export const LOGIN_PASSWORD_MIN_LENGTH = 16;
 
 /** An admin key shorter than this is refused at start-up. */
 export const ADMIN_KEY_MIN_LENGTH = 32;
@@ -83,6 +87,13 @@ const schema = z.object({
   DB_NAME: optional(z.string().min(1)),
   DB_USER: optional(z.string().min(1)),
   DB_PASSWORD: optional(z.string()),
+  /**
+   * The login role of the API and the jobs, and its password: the migrate command creates or
+   * updates that role after migrating (app/login-role.ts). In AWS, ECS injects both into the
+   * migrations task from the login secret; no other command reads them.
+   */
+  DB_LOGIN_ROLE: optional(z.string().trim().regex(LOGIN_ROLE_NAME, { message: 'accepts a lower-case Postgres role name (letters, digits and _, at most 63)' })),
+  DB_LOGIN_PASSWORD: optional(z.string().min(LOGIN_PASSWORD_MIN_LENGTH, { message: `accepts a password of at least ${LOGIN_PASSWORD_MIN_LENGTH} characters` }).regex(PRINTABLE_ASCII, { message: 'accepts printable ASCII without spaces' })),
   /** TLS to the database: off, no-verify (encrypt only), or verify (encrypt and check the server's certificate). */
   DB_SSL: z.enum(['off', 'no-verify', 'verify'], { message: 'accepts off, no-verify or verify' }).default('off'),
   /** Connections in the pool; a worker's lock holds one of them for as long as it leads. */
@@ -184,6 +195,8 @@ export const CONFIG_VARIABLES = Object.keys(schema.shape) as (keyof typeof schem
 export type Config = z.infer<typeof schema> & {
   /** node-postgres connection settings derived from DATABASE_URL or the DB_* fields. */
   readonly database: DatabaseSettings;
+  /** DB_LOGIN_ROLE and DB_LOGIN_PASSWORD, when both are set. */
+  readonly loginRole: LoginRole | undefined;
   /** http.Server headersTimeout (HEADERS_TIMEOUT_MS). */
   readonly headersTimeoutMs: number;
   /** http.Server requestTimeout (REQUEST_TIMEOUT_MS). */
@@ -226,6 +239,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (c.HEADERS_TIMEOUT_MS > c.REQUEST_TIMEOUT_MS) {
     problems.push(`  HEADERS_TIMEOUT_MS=${c.HEADERS_TIMEOUT_MS}: accepts at most REQUEST_TIMEOUT_MS (${c.REQUEST_TIMEOUT_MS}), which covers the headers too`);
   }
+  if ((c.DB_LOGIN_ROLE === undefined) !== (c.DB_LOGIN_PASSWORD === undefined)) {
+    const unset = c.DB_LOGIN_ROLE === undefined ? 'DB_LOGIN_ROLE' : 'DB_LOGIN_PASSWORD';
+    problems.push(`  ${unset}=(unset): DB_LOGIN_ROLE and DB_LOGIN_PASSWORD go together (the login role the migrate command creates); set both or neither`);
+  }
   if (c.JOB_FAULT_INJECTION !== undefined && c.NODE_ENV !== 'test') {
     problems.push(`  JOB_FAULT_INJECTION=${JSON.stringify(env.JOB_FAULT_INJECTION)}: makes jobs fail on purpose, so it is refused unless NODE_ENV=test`);
   }
@@ -239,6 +256,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     ...c,
     database,
+    loginRole: c.DB_LOGIN_ROLE !== undefined && c.DB_LOGIN_PASSWORD !== undefined ? { name: c.DB_LOGIN_ROLE, password: c.DB_LOGIN_PASSWORD } : undefined,
     headersTimeoutMs: c.HEADERS_TIMEOUT_MS,
     requestTimeoutMs: c.REQUEST_TIMEOUT_MS,
     connectionsCheckingIntervalMs: Math.floor(Math.min(c.HEADERS_TIMEOUT_MS, c.REQUEST_TIMEOUT_MS) / 10),

@@ -8,6 +8,7 @@ import { createPool } from './db.js';
 import { Health } from './health.js';
 import { DrainableServer } from './http-server.js';
 import { createLogger, flushLogs } from './logger.js';
+import { ensureLoginRole } from './login-role.js';
 import { migrate } from './migrate.js';
 import { ShutdownCoordinator, poolStep } from './shutdown.js';
 import { Workers, usageSummaryTask } from './workers.js';
@@ -66,13 +67,24 @@ export async function runServer(config: Config): Promise<void> {
   );
 }
 
-/** `main.js migrate`: applies the migrations, closes the pool, exits. */
+/**
+ * `main.js migrate`: applies the migrations, then creates or updates the login role of the API
+ * and the jobs when DB_LOGIN_ROLE is set (its rights come from a migration), closes the pool, exits.
+ */
 export async function runMigrate(config: Config): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL, { mode: 'migrate' });
   // No statement limit: a migration may rewrite a big table.
   const pool = createPool(config.database, { role: 'migrate', max: 1, logger, waitMs: config.DB_POOL_WAIT_MS, statementTimeoutMs: 0 });
   try {
     await migrate(pool, logger, { lockTimeoutMs: config.MIGRATION_LOCK_TIMEOUT_MS });
+    if (config.loginRole) {
+      const client = await pool.connect();
+      try {
+        await ensureLoginRole(client, config.loginRole, logger);
+      } finally {
+        client.release();
+      }
+    }
   } finally {
     await pool.end();
     flushLogs();

@@ -9,7 +9,13 @@
  */
 import express from 'express';
 import pg from 'pg';
+import { ACCOUNT_WITH_USAGE } from '../app/api/accounts.js';
 import { queryAs } from '../app/tenancy.js';
+
+/** The answer's shape, as the API's route makes it from the same row. */
+function shape({ usageQuantity, lastUsageAt, refreshedAt, ...account }: Record<string, unknown>) {
+  return { ...account, usage30d: { quantity: usageQuantity, lastUsageAt, refreshedAt } };
+}
 
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 });
 const app = express();
@@ -17,24 +23,12 @@ app.get('/healthz', (_req, res) => {
   res.json({ status: 'ok' });
 });
 app.get('/accounts/:id', async (req, res) => {
-  const { rows } = await pool.query(
-    `SELECT a.id::text AS id, a.name, a.email, a.plan, a.status, a.unit_price_cents AS "unitPriceCents", a.created_at AS "createdAt",
-            json_build_object('quantity', coalesce(s.quantity, 0)::float8, 'lastUsageAt', s.last_usage_at, 'refreshedAt', s.refreshed_at) AS "usage30d"
-     FROM accounts a LEFT JOIN account_usage_30d s ON s.account_id = a.id WHERE a.id = $1`,
-    [req.params.id],
-  );
-  res.json(rows[0]);
+  const { rows } = await pool.query(ACCOUNT_WITH_USAGE.replace('tenant_account_usage_30d', 'account_usage_30d'), [req.params.id]);
+  res.json(shape(rows[0]));
 });
 app.get('/isolated/accounts/:id', async (req, res) => {
-  const rows = await queryAs(
-    pool,
-    { kind: 'account', accountId: req.params.id },
-    `SELECT a.id::text AS id, a.name, a.email, a.plan, a.status, a.unit_price_cents AS "unitPriceCents", a.created_at AS "createdAt",
-            json_build_object('quantity', coalesce(s.quantity, 0)::float8, 'lastUsageAt', s.last_usage_at, 'refreshedAt', s.refreshed_at) AS "usage30d"
-     FROM accounts a LEFT JOIN tenant_account_usage_30d s ON s.account_id = a.id WHERE a.id = $1`,
-    [req.params.id],
-  );
-  res.json(rows[0]);
+  const rows = await queryAs(pool, { kind: 'account', accountId: req.params.id }, ACCOUNT_WITH_USAGE, [req.params.id]);
+  res.json(shape(rows[0]));
 });
 const server = app.listen(Number(process.env.PORT ?? 0), () => {
   process.stdout.write(`${JSON.stringify({ msg: `listening on port ${(server.address() as { port: number }).port}`, port: (server.address() as { port: number }).port })}\n`);

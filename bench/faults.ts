@@ -1,5 +1,5 @@
 /**
- * `npm run bench:faults`: how long the faults of issue 8 take to heal, on real processes
+ * `npm run bench:faults`: how long a killed job and a database restart take to heal, on real processes
  * and a Postgres of the benchmark's own (it is stopped and started).
  *
  *   1. kill -9 of billing-run mid-run, then an immediate rerun: time from the kill to the

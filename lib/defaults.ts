@@ -124,7 +124,10 @@ export const DATABASE_DEFAULTS = {
   multiAz: false,
   deletionProtection: true,
   databaseName: 'app',
+  /** The master user: only the migrations task logs in as it. */
   username: 'app',
+  /** The login role of the API and the jobs, which the migrations task creates (app/login-role.ts). */
+  loginUsername: 'ecs_saas_login',
   /** DB_SSL in AWS: TLS with the server's certificate checked against the RDS CA bundle in the image. */
   ssl: 'verify',
 } as const;

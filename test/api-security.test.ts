@@ -15,7 +15,7 @@ import { createPool, type Pool } from '../app/db.js';
 import { DrainableServer } from '../app/http-server.js';
 import { createLogger } from '../app/logger.js';
 import { APP_ROLE, OPERATOR, OPERATOR_ROLE, queryAs, withIdentity } from '../app/tenancy.js';
-import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { createTestDatabase, TEST_LOGIN_ROLE, type TestDatabase } from './helpers/db.js';
 
 const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
 let db: TestDatabase;
@@ -25,7 +25,8 @@ let base: string;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  const config = loadConfig({ DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY, ENABLE_DEBUG_ROUTES: 'true' });
+  // The API's pool logs in as the login role, as in AWS; set-up and checks (db.query) as the owner.
+  const config = loadConfig({ DATABASE_URL: db.loginUrl, ADMIN_API_KEY: ADMIN_KEY, ENABLE_DEBUG_ROUTES: 'true' });
   pool = createPool(config.database, { role: 'test-api', max: 5, logger: createLogger('silent'), waitMs: config.DB_POOL_WAIT_MS, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS });
   server = new DrainableServer(createApi({ pool, logger: createLogger('silent'), config, isDraining: () => false }), config);
   base = `http://127.0.0.1:${(await server.listen(0) as AddressInfo).port}`;
@@ -144,9 +145,10 @@ describe('tenant isolation', () => {
       await db.query(`INSERT INTO usage_daily (day, account_id, metric, quantity, events) VALUES ('2026-01-05', $1, 'api_calls', 1, 1)`, [t.id]);
     }
     await db.query('REFRESH MATERIALIZED VIEW account_usage_30d');
-    // The pool's login role is a superuser: on its own it would see every row.
-    const [login] = await db.query<{ rolsuper: boolean; rolbypassrls: boolean }>('SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user');
-    expect(login!.rolsuper || login!.rolbypassrls).toBe(true);
+    // The pool's login role is not the owner, and on its own may read no tenant table at all.
+    const { rows: [login] } = await pool.query<{ role: string; rolsuper: boolean; rolbypassrls: boolean }>('SELECT current_user AS role, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user');
+    expect(login).toEqual({ role: TEST_LOGIN_ROLE.name, rolsuper: false, rolbypassrls: false });
+    await expect(pool.query('SELECT count(*) FROM usage')).rejects.toThrow(/permission denied for table usage/);
 
     const tables = { accounts: 'id', usage: 'account_id', invoices: 'account_id', api_keys: 'account_id', usage_daily: 'account_id', tenant_account_usage_30d: 'account_id' };
     const accountA = { kind: 'account', accountId: a.id } as const;

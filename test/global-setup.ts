@@ -9,7 +9,8 @@ import type { TestProject } from 'vitest/node';
 import { spawnPostgresHost, type PostgresHost } from '../app/dev/embedded-postgres.js';
 import { migrate } from '../app/migrate.js';
 import { createLogger } from '../app/logger.js';
-import { TEMPLATE_DATABASE, newClient } from './helpers/db.js';
+import { ensureLoginRole } from '../app/login-role.js';
+import { TEMPLATE_DATABASE, TEST_LOGIN_ROLE, newClient } from './helpers/db.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -17,7 +18,18 @@ declare module 'vitest' {
   }
 }
 
-let embedded: PostgresHost | undefined;
+/**
+ * Each project with this global setup (fast, processes) calls it, in one vitest process: the
+ * first call starts and migrates the server, the others share it, and the last teardown stops
+ * it. One cluster's start and migration is seconds of CPU on two cores.
+ */
+interface SharedServer {
+  adminUrl?: Promise<string>;
+  embedded?: PostgresHost;
+  users: number;
+}
+const SHARED = Symbol.for('ecs-saas-backend:test-postgres');
+const registry = globalThis as { [SHARED]?: SharedServer };
 
 /**
  * The suite runs on the Node major the image ships (package.json's `node` dev dependency,
@@ -37,9 +49,16 @@ function checkRuntime(): void {
 
 export async function setup(project: TestProject): Promise<void> {
   checkRuntime();
+  const shared = (registry[SHARED] ??= { users: 0 });
+  shared.users++;
+  project.provide('adminDatabaseUrl', await (shared.adminUrl ??= startServer(shared)));
+}
+
+async function startServer(shared: SharedServer): Promise<string> {
   let adminUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
   if (!adminUrl) {
-    embedded = await spawnPostgresHost({ dataDir: `.data/test-postgres-${process.pid}-${project.name}`, port: 0, persistent: false, database: 'postgres' });
+    const embedded = await spawnPostgresHost({ dataDir: `.data/test-postgres-${process.pid}`, port: 0, persistent: false, database: 'postgres' });
+    shared.embedded = embedded;
     adminUrl = embedded.url;
   }
   const admin = newClient({ connectionString: adminUrl });
@@ -52,10 +71,16 @@ export async function setup(project: TestProject): Promise<void> {
   templateUrl.pathname = `/${TEMPLATE_DATABASE}`;
   const pool = new pg.Pool({ connectionString: templateUrl.toString(), max: 1 });
   await migrate(pool, createLogger('warn'));
+  const client = await pool.connect();
+  await ensureLoginRole(client, TEST_LOGIN_ROLE, createLogger('warn'));
+  client.release();
   await pool.end();
-  project.provide('adminDatabaseUrl', adminUrl);
+  return adminUrl;
 }
 
 export async function teardown(): Promise<void> {
-  await embedded?.stop();
+  const shared = registry[SHARED];
+  if (!shared || --shared.users > 0) return;
+  delete registry[SHARED];
+  await shared.embedded?.stop();
 }

@@ -27,7 +27,10 @@ describe('SIGTERM as soon as the process can take it', () => {
     server.kill('SIGTERM');
     const { code, at } = await server.exited;
     expect(code).toBe(0);
-    expect(at - sentAt).toBeLessThan(3_000);
+    // The guard answers at the next turn of the event loop, which on a loaded machine can wait
+    // seconds for the module loading in progress; a server that left the signal to the
+    // coordinator would go on to listen and drain (both checked below), not just be slow.
+    expect(at - sentAt).toBeLessThan(10_000);
     expect(server.logs.some((l) => /received SIGTERM/.test(l.msg))).toBe(true);
     expect(server.logs.some((l) => l.msg.startsWith('listening on port'))).toBe(false);
   });

@@ -74,5 +74,5 @@ async function createAccount(db: Queryable, body: z.infer<typeof newAccount>): P
 // The summary's timestamps come back as columns, so they are serialized like every other
 // timestamp (ISO 8601 in UTC with milliseconds); inside json_build_object Postgres would write
 // its own text form. The 30-day sum is a decimal string: it is exact at any size.
-const ACCOUNT_WITH_USAGE = `SELECT ${ACCOUNT_COLUMNS}, coalesce(s.quantity, 0)::text AS "usageQuantity", s.last_usage_at AS "lastUsageAt", s.refreshed_at AS "refreshedAt"
+export const ACCOUNT_WITH_USAGE = `SELECT ${ACCOUNT_COLUMNS}, coalesce(s.quantity, 0)::text AS "usageQuantity", s.last_usage_at AS "lastUsageAt", s.refreshed_at AS "refreshedAt"
   FROM accounts a LEFT JOIN tenant_account_usage_30d s ON s.account_id = a.id WHERE a.id = $1`;

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { newApiKey, requireOperator } from '../auth.js';
 import { UserError } from '../errors.js';
 import type { Queryable } from '../tenancy.js';
-import { accountPath, found, id, page, pageOf, parse, requireAccount, type CallerDb } from './request.js';
+import { accountPath, accountRows, found, id, page, pageOf, parse, requireAccount, type CallerDb } from './request.js';
 
 /**
  * Live (unrevoked) keys per account: one per client or environment, plus one being rotated
@@ -46,11 +46,7 @@ export function keysRouter(db: CallerDb): Router {
   router.get('/accounts/:id/api-keys', async (req, res) => {
     const { id: accountId } = parse(accountPath, req.params, 'path');
     const q = parse(page, req.query, 'query');
-    const rows = await db.as(res, async (c) => {
-      await requireAccount(c, accountId);
-      const result = await c.query(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1 AND id > $2 ORDER BY api_keys.id LIMIT $3`, [accountId, q.after ?? '0', q.limit]);
-      return result.rows;
-    });
+    const rows = await accountRows(db, res, accountId, `SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1 AND id > $2 ORDER BY api_keys.id LIMIT $3`, [accountId, q.after ?? '0', q.limit]);
     res.json(pageOf(rows, q.limit));
   });
 

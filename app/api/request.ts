@@ -126,3 +126,11 @@ export async function requireAccount(db: Queryable, accountId: string, lock = ''
   const { rows } = await db.query<{ status: string; createdAt: Date }>(`SELECT status, created_at AS "createdAt" FROM accounts WHERE id = $1 ${lock}`, [accountId]);
   return found(rows[0], 'account', accountId);
 }
+
+/** Rows of one account, in one transaction as the caller: a 404 when the caller cannot see the account. */
+export function accountRows(db: CallerDb, res: Response, accountId: string, sql: string, params: unknown[]): Promise<({ id: string } & Record<string, unknown>)[]> {
+  return db.as(res, async (c) => {
+    await requireAccount(c, accountId);
+    return (await c.query(sql, params)).rows;
+  });
+}

@@ -13,7 +13,7 @@ import { z } from 'zod';
 import { MAX_USAGE_QUANTITY } from '../billing.js';
 import { UserError } from '../errors.js';
 import type { Queryable } from '../tenancy.js';
-import { accountPath, page, pageOf, parse, requireAccount, timestamp, type CallerDb } from './request.js';
+import { accountPath, accountRows, page, pageOf, parse, requireAccount, timestamp, type CallerDb } from './request.js';
 
 /**
  * How far ahead of the server's clock a usage event may be dated: the 5 minutes AWS allows
@@ -50,16 +50,15 @@ export function usageRouter(db: CallerDb): Router {
   router.get('/accounts/:id/usage', async (req, res) => {
     const { id: accountId } = parse(accountPath, req.params, 'path');
     const q = parse(usageQuery, req.query, 'query');
-    const rows = await db.as(res, async (c) => {
-      await requireAccount(c, accountId);
-      const result = await c.query(
-        `SELECT ${USAGE_COLUMNS} FROM usage
-         WHERE account_id = $1 AND id > $2 AND occurred_at >= coalesce($3::timestamptz, '-infinity') AND occurred_at < coalesce($4::timestamptz, 'infinity')
-         ORDER BY usage.id LIMIT $5`,
-        [accountId, q.after ?? '0', q.from ?? null, q.to ?? null, q.limit],
-      );
-      return result.rows;
-    });
+    const rows = await accountRows(
+      db,
+      res,
+      accountId,
+      `SELECT ${USAGE_COLUMNS} FROM usage
+       WHERE account_id = $1 AND id > $2 AND occurred_at >= coalesce($3::timestamptz, '-infinity') AND occurred_at < coalesce($4::timestamptz, 'infinity')
+       ORDER BY usage.id LIMIT $5`,
+      [accountId, q.after ?? '0', q.from ?? null, q.to ?? null, q.limit],
+    );
     res.json(pageOf(rows, q.limit));
   });
 

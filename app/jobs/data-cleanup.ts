@@ -14,6 +14,7 @@
  * milliseconds and the table stays writable; batches walk an index in keyset order so no
  * batch rescans rows the previous ones kept.
  */
+import { OPERATOR, withIdentity } from '../tenancy.js';
 import { DAY_MS, defineJob, utcMidnight } from './handler.js';
 
 export interface CleanupCheckpoint {
@@ -42,7 +43,8 @@ export const dataCleanup = defineJob<CleanupCheckpoint>({
     while (!state.usageDone) {
       ctx.signal.throwIfAborted();
       const after = state.usageAfter ?? { occurredAt: '-infinity', id: '0' };
-      const { rows } = await ctx.pool.query<{ scanned: number; last_at: string | null; last_id: string | null; deleted: number }>(
+      // As the operator: usage is a tenant table, whose policies bind every role but its owner.
+      const { rows } = await withIdentity(ctx.pool, OPERATOR, (db) => db.query<{ scanned: number; last_at: string | null; last_id: string | null; deleted: number }>(
         `WITH candidates AS (
            SELECT id, account_id, metric, occurred_at FROM usage
            -- The redundant lower bound lets the index start where the last batch ended.
@@ -69,7 +71,7 @@ export const dataCleanup = defineJob<CleanupCheckpoint>({
                 (SELECT id::text FROM last) AS last_id,
                 (SELECT count(*) FROM deleted)::int AS deleted`,
         [cutoff.usage.toISOString(), after.occurredAt, after.id, limit],
-      );
+      ));
       const batch = rows[0]!;
       state = {
         usageAfter: batch.last_id === null ? state.usageAfter : { occurredAt: batch.last_at!, id: batch.last_id },

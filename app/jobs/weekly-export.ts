@@ -14,6 +14,7 @@ import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { findJob } from '../../lib/jobs.js';
 import { isoDate } from '../billing.js';
+import { OPERATOR, withIdentity } from '../tenancy.js';
 import { DAY_MS, defineJob } from './handler.js';
 import { previousWeek, zoneOf } from './periods.js';
 
@@ -74,10 +75,11 @@ export const weeklyExport = defineJob<never>({
       if (entry.startsWith(`.${name}.`) && entry.endsWith('.tmp')) await rm(path.join(dir, entry), { force: true });
     }
 
-    const { rows: counts } = await ctx.pool.query<{ total: number }>(
+    // As the operator: invoices and accounts are tenant tables, whose policies bind every role but their owner.
+    const { rows: counts } = await withIdentity(ctx.pool, OPERATOR, (db) => db.query<{ total: number }>(
       `SELECT count(*)::int AS total FROM invoices WHERE period_start >= $1::date AND period_start < $2::date`,
       [week.start, week.end],
-    );
+    ));
     ctx.progress(0, counts[0]!.total);
 
     const file = await open(temp, 'w');
@@ -87,14 +89,14 @@ export const weeklyExport = defineJob<never>({
       let afterId = '0';
       for (;;) {
         ctx.signal.throwIfAborted();
-        const page = await ctx.pool.query<InvoiceRow>(
+        const page = await withIdentity(ctx.pool, OPERATOR, (db) => db.query<InvoiceRow>(
           `SELECT i.id, i.account_id, a.name, a.email, i.period_start::text, i.period_end::text,
                   i.quantity, i.amount_cents, i.currency, i.created_at
            FROM invoices i JOIN accounts a ON a.id = i.account_id
            WHERE i.period_start >= $1::date AND i.period_start < $2::date AND i.id > $3::bigint
            ORDER BY i.id LIMIT $4`,
           [week.start, week.end, afterId, ctx.config.JOB_BATCH_SIZE],
-        );
+        ));
         if (page.rows.length === 0) break;
         let chunk = '';
         for (const r of page.rows) {

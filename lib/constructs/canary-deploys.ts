@@ -7,14 +7,18 @@
  * never answers; ECS shifts the rule's weights from one group to the other at each deploy,
  * which is why after a deploy the traffic may sit on either group.
  */
-import { Annotations, Duration, Validations } from 'aws-cdk-lib';
+import { Duration, Validations } from 'aws-cdk-lib';
 import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import type { Construct } from 'constructs';
 import { CONTAINER, SERVICE_DEFAULTS } from '../defaults.js';
 
-/** The service settings of a canary deploy; the circuit breaker is a rolling-update feature, the alarms replace it. */
+/**
+ * The service settings of a canary deploy. The circuit breaker is set beside them, as for a
+ * rolling one: ECS's failure detection (the circuit breaker and the deployment alarms) covers its
+ * rolling and blue/green deployments, and a canary is a blue/green deployment that shifts in two steps.
+ */
 export function canaryServiceProps(): Pick<ecs.FargateServiceProps, 'deploymentStrategy' | 'canaryConfiguration' | 'bakeTime'> {
   return {
     deploymentStrategy: ecs.DeploymentStrategy.CANARY,
@@ -66,8 +70,6 @@ export function addCanaryTargets(scope: Construct, props: CanaryTargetsProps): {
 export function acknowledgeCanary(service: ecs.FargateService): void {
   const role = service.node.tryFindChild('CanaryRole');
   if (!role) return;
-  Annotations.of(service).acknowledgeWarning('@aws-cdk/aws-ecs:shouldUseCircuitBreaker',
-    'A canary deploy cannot have the circuit breaker (a rolling-update feature): its deployment alarms roll it back instead.');
   Validations.of(role).acknowledge({
     id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonECSInfrastructureRolePolicyForLoadBalancers]',
     reason: 'AmazonECSInfrastructureRolePolicyForLoadBalancers is the AWS managed policy ECS documents for moving listener rules and target groups during canary deploys; AWS keeps it in step with the feature.',

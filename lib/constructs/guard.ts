@@ -70,7 +70,7 @@ export const GUARD_ACKNOWLEDGEMENTS: readonly GuardAcknowledgement[] = [
   },
   {
     control: 'CT.LAMBDA.PR.3', rule: 'lambda_inside_vpc_check', type: 'AWS::Lambda::Function',
-    reason: 'The only functions are deploy-time custom resource handlers: the CDK\'s own (e.g. removing the default security group\'s rules) and the migrations resource\'s, which starts and watches the migrations task; they call AWS APIs only and touch no data in the VPC (the task they start runs in the private subnets).',
+    reason: 'The only functions are deploy-time custom resource handlers: the CDK\'s own (e.g. removing the default security group\'s rules, setting the database log groups\' retention) and the migrations resource\'s, which starts and watches the migrations task; they call AWS APIs only and touch no data in the VPC (the task they start runs in the private subnets).',
   },
   {
     control: 'CT.RDS.PR.2', rule: 'rds_instance_enhanced_monitoring_enabled_check', type: 'AWS::RDS::DBInstance',

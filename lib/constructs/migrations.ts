@@ -29,11 +29,11 @@ const HANDLER_DIR = fileURLToPath(new URL('../lambda', import.meta.url));
 export interface MigrationsProps {
   /** The cluster the task runs in (its VPC's private subnets). */
   readonly cluster: ecs.ICluster;
-  /** The image, log group and shared environment; its secrets are the database's master credentials. */
+  /** The image, log group and shared environment. */
   readonly runtime: AppRuntime;
   /** Environment on top of the shared one. @default - only the shared environment */
   readonly environment?: Readonly<Record<string, string>>;
-  /** Secrets on top of the runtime's. @default - only the runtime's */
+  /** Secrets on top of the runtime's: the master user's credentials, and the login role's to create it. @default - only the runtime's */
   readonly secrets?: Readonly<Record<string, ecs.Secret>>;
   /** Longest a deploy waits for the migrations task; then the deploy fails. @default Duration.minutes(30) */
   readonly timeout?: Duration;

@@ -154,7 +154,7 @@ export class ScheduledJobs extends Construct {
     });
     this.executionRole = new iam.Role(this, 'ExecutionRole', {
       assumedBy: new iam.ServicePrincipal('ecs-tasks.amazonaws.com'),
-      description: 'Pulls the image, writes logs and reads the database secret for every scheduled job',
+      description: 'Pulls the image, writes logs and reads the login role\'s database secret for every scheduled job',
     });
 
     // Roles are shared by jobs with the same needs rather than made per job: a stack holds at

@@ -93,7 +93,7 @@ export function withStageDefaults(props: BackendStackProps): BackendStackProps &
     service: { minCapacity: d.minCapacity, maxCapacity: d.maxCapacity, canaryDeploys: d.canaryDeploys, deletionProtection, ...given(props.service) },
     database: usesExistingDatabase
       ? props.database
-      : { instanceType: d.databaseInstanceType, multiAz: d.databaseMultiAz, deletionProtection, retain: props.retainData ?? d.retainData, ...given(props.database) },
+      : { instanceType: d.databaseInstanceType, multiAz: d.databaseMultiAz, deletionProtection, retain: props.retainData ?? d.retainData, logRetention: (props.logRetentionDays ?? d.logRetentionDays) as logs.RetentionDays, ...given(props.database) },
   };
 }
 
@@ -246,6 +246,7 @@ export class BackendStack extends Stack {
     this.migrations = new Migrations(this, 'Migrations', {
       cluster: this.cluster,
       runtime,
+      secrets: this.database.migrationSecrets,
       logRetention: props.logRetentionDays as logs.RetentionDays,
       logKey: this.logKey,
       logRemovalPolicy: removalPolicy,
@@ -317,6 +318,7 @@ export class BackendStack extends Stack {
     new CfnOutput(this, 'LogGroup', { value: this.logGroup.logGroupName });
     new CfnOutput(this, 'AlertTopic', { value: this.alerts.topic.topicArn });
     new CfnOutput(this, 'DatabaseSecret', { value: this.database.secret.secretArn });
+    new CfnOutput(this, 'DatabaseLoginSecret', { value: this.database.loginSecret.secretArn });
     this.defaultBusRules = reportDefaultBusRules(this);
   }
 

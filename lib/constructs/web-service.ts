@@ -20,6 +20,7 @@ import { FARGATE_SIZES, fargateMemoryChoices } from '../jobs.js';
 import { keepAliveTimeoutMs } from '../timing.js';
 import { Problems, throwIfProblems } from './validation.js';
 import { acknowledgeCanary, addCanaryTargets, canaryServiceProps } from './canary-deploys.js';
+import { scaleOnRequestsPerTask } from './request-scaling.js';
 
 export interface WebServiceProps {
   /** The cluster (and so the VPC) the service runs in. */
@@ -157,8 +158,10 @@ export class WebService extends Construct {
       // No desiredCount: a deploy then leaves the count auto-scaling set alone (the scalable target keeps it within min and max).
       minHealthyPercent: 100,
       maxHealthyPercent: SERVICE_DEFAULTS.maxHealthyPercent,
-      // The circuit breaker is a rolling-update feature; a canary deploy rolls back on its alarms.
-      ...(props.canaryDeploys ? canaryServiceProps() : { circuitBreaker: { enable: true, rollback: true } }),
+      // Both strategies: the deployment alarms roll back a release that answers badly, the circuit
+      // breaker one whose tasks keep failing to start, which no alarm sees (docs/infrastructure.md, "Deploys").
+      circuitBreaker: { enable: true, rollback: true },
+      ...(props.canaryDeploys ? canaryServiceProps() : {}),
       healthCheckGracePeriod: Duration.seconds(SERVICE_DEFAULTS.healthCheckGracePeriodSeconds),
       vpcSubnets: { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS },
       assignPublicIp: false,
@@ -247,9 +250,6 @@ export class WebService extends Construct {
       maxCapacity: props.maxCapacity ?? SERVICE_DEFAULTS.maxCapacity,
     });
     this.scaling.scaleOnCpuUtilization('Cpu', { targetUtilizationPercent: props.targetCpuPercent ?? SERVICE_DEFAULTS.targetCpuPercent });
-    this.scaling.scaleOnRequestCount('Requests', {
-      requestsPerTarget: props.requestsPerTarget ?? SERVICE_DEFAULTS.requestsPerTarget,
-      targetGroup: this.targetGroup,
-    });
+    scaleOnRequestsPerTask(this.scaling, this.targetGroups, props.requestsPerTarget ?? SERVICE_DEFAULTS.requestsPerTarget);
   }
 }

@@ -6,9 +6,18 @@ import { APPLICATION_NAME_PREFIX } from '../../app/db.js';
 
 export const TEMPLATE_DATABASE = 'ecs_saas_template';
 
+/**
+ * The API's and the jobs' login role in the tests, as in AWS: global-setup creates it once per
+ * cluster (roles are per cluster) through the migrate command's own code (app/login-role.ts).
+ */
+export const TEST_LOGIN_ROLE = { name: 'ecs_saas_login', password: 'test-login-password-0123456789' } as const;
+
 export interface TestDatabase {
   readonly name: string;
+  /** As the cluster's superuser: for set-up and checks, and for what runs locally as the owner. */
   readonly url: string;
+  /** As the login role (TEST_LOGIN_ROLE), the way the API and the jobs connect in AWS. */
+  readonly loginUrl: string;
   /** Runs `fn` with a client of this database, closed afterwards. */
   withClient<T>(fn: (client: pg.Client) => Promise<T>): Promise<T>;
   query<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<R[]>;
@@ -22,6 +31,14 @@ export interface TestDatabase {
 function withDatabase(url: string, database: string): string {
   const u = new URL(url);
   u.pathname = `/${database}`;
+  return u.toString();
+}
+
+/** `url` with the login role's credentials instead of its own. */
+export function asLoginRole(url: string, role: { readonly name: string; readonly password: string } = TEST_LOGIN_ROLE): string {
+  const u = new URL(url);
+  u.username = role.name;
+  u.password = role.password;
   return u.toString();
 }
 
@@ -69,6 +86,7 @@ export async function createTestDatabase({ migrated = true }: { migrated?: boole
   return {
     name,
     url,
+    loginUrl: asLoginRole(url),
     withClient,
     query: (sql, params) => withClient(async (c) => (await c.query(sql, params)).rows),
     ourConnections: () =>

@@ -4,7 +4,7 @@ import { seedDemoData } from '../../app/seed.js';
 import { eventually, type TestDatabase } from './db.js';
 
 /** What these helpers need of a database: the run's per-test one, or a test's own cluster (own-postgres.ts). */
-export type Database = Pick<TestDatabase, 'url' | 'withClient' | 'query'>;
+export type Database = Pick<TestDatabase, 'url' | 'withClient' | 'query'> & Partial<Pick<TestDatabase, 'loginUrl'>>;
 import { run, start, type LogLine, type Proc } from './process.js';
 
 /** The seed's "today": usage on 2025-03-08, -09 and -10, accounts since 2025-03-07. */
@@ -13,10 +13,13 @@ export const SEED_NOW = new Date('2025-03-10T12:00:00Z');
 export const NIGHTLY_TIME = '2025-03-10T00:15:00.000Z';
 export const NIGHTLY_DAY = '2025-03-09';
 
-/** Short heartbeats and shutdown deadlines, fast retries; NODE_ENV=test allows JOB_FAULT_INJECTION. */
+/**
+ * Short heartbeats and shutdown deadlines, fast retries; NODE_ENV=test allows JOB_FAULT_INJECTION.
+ * A job connects as the login role, as in AWS, where the database has one.
+ */
 export function jobEnv(db: Database, extra: Record<string, string | undefined> = {}): Record<string, string | undefined> {
   return {
-    DATABASE_URL: db.url,
+    DATABASE_URL: db.loginUrl ?? db.url,
     NODE_ENV: 'test',
     HEARTBEAT_INTERVAL_MS: '100',
     SHUTDOWN_TIMEOUT_MS: '3000',

@@ -1,7 +1,7 @@
 /**
  * How each stage deploys the API: prod with ECS's canary strategy (two target groups, a
- * weighted production rule, a bake time, deployment alarms that roll back), dev rolling with
- * the circuit breaker. One synth per stage.
+ * weighted production rule, a bake time, deployment alarms that roll back), dev rolling; both
+ * with the circuit breaker. One synth per stage.
  */
 import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -41,8 +41,9 @@ describe('prod deploys', () => {
     expect(config.Strategy).toBe('CANARY');
     expect(config.CanaryConfiguration).toEqual({ CanaryPercent: SERVICE_DEFAULTS.canaryPercent, CanaryBakeTimeInMinutes: SERVICE_DEFAULTS.canaryBakeMinutes });
     expect(config.BakeTimeInMinutes).toBe(SERVICE_DEFAULTS.deploymentBakeMinutes);
-    // The circuit breaker is for rolling updates only; the alarms roll a canary back.
-    expect(config.DeploymentCircuitBreaker).toBeUndefined();
+    // New tasks that never start trip no alarm (no target ever reports): the circuit breaker
+    // fails and rolls back such a deploy after a few failed starts, instead of CloudFormation after 3 hours.
+    expect(config.DeploymentCircuitBreaker).toEqual({ Enable: true, Rollback: true });
   });
 
   it('leaves the task count to auto-scaling: no DesiredCount for a deploy to reset', () => {

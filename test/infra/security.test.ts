@@ -10,6 +10,8 @@ import { BackendStack } from '../../lib/constructs/stack.js';
 import { errorMessage, newApp, NOW, resources, synth, type Synthesized } from './synth.js';
 
 const DB_SECRETS = { DB_HOST: 'host', DB_PORT: 'port', DB_NAME: 'dbname', DB_USER: 'username', DB_PASSWORD: 'password' };
+/** The migrations task's: the login role it creates or updates. */
+const LOGIN_SECRETS = { DB_LOGIN_ROLE: 'username', DB_LOGIN_PASSWORD: 'password' };
 const EXISTING_SECRET = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-AbCdEf';
 
 interface Statement {
@@ -94,6 +96,8 @@ describe('IAM', () => {
       || (w.actions.join() === 'sqs:SendMessage' && /:Test-\*-schedule-dlq"\]\]\}$/.test(w.resource))
       // weekly-export uploads objects into the export bucket only.
       || (w.actions.join() === 's3:PutObject' && /ExportBucket[^"]*","Arn"\]\},"\/\*"/.test(w.resource))
+      // The CDK's LogRetention function deletes the database's own log groups (and their streams) with a disposable database.
+      || (w.actions.join() === 'logs:DeleteLogGroup' && /^\[(,?\{"Fn::Join":\["",\["arn:",\{"Ref":"AWS::Partition"\},":logs:",\{"Ref":"AWS::Region"\},":",\{"Ref":"AWS::AccountId"\},":log-group:\/aws\/rds\/instance\/",\{"Ref":"DatabaseInstance[A-F0-9]+"\},"\/(postgresql|upgrade):\*"\]\]\})+\]$/.test(w.resource))
 ;
     expect(wildcards.filter((w) => !accepted(w))).toEqual([]);
     expect(wildcards.some((w) => w.actions.some((a) => a.includes('*')))).toBe(false);
@@ -137,18 +141,26 @@ describe('the database', () => {
     });
   });
 
-  it('injects the connection as ECS secrets from the secret\'s JSON fields, never as plain environment', () => {
+  it('injects the connection as ECS secrets from the secrets\' JSON fields, never as plain environment', () => {
     for (const [id, taskDef] of Object.entries(resources(s.template, 'AWS::ECS::TaskDefinition'))) {
       const [container] = taskDef.Properties.ContainerDefinitions;
       const env = Object.fromEntries(container.Environment.map((e: { Name: string; Value: unknown }) => [e.Name, e.Value]));
-      for (const name of [...Object.keys(DB_SECRETS), 'DATABASE_URL']) expect(env).not.toHaveProperty(name);
+      for (const name of [...Object.keys(DB_SECRETS), ...Object.keys(LOGIN_SECRETS), 'DATABASE_URL']) expect(env).not.toHaveProperty(name);
       expect(JSON.stringify(env)).not.toMatch(/password/i);
       expect(container.Environment).toContainEqual({ Name: 'DB_SSL', Value: 'verify' });
       const secrets = Object.fromEntries(container.Secrets.map((x: { Name: string; ValueFrom: any }) => [x.Name, x.ValueFrom]));
-      // The API also gets its admin key (test/infra/admin-key.test.ts).
-      expect(Object.keys(secrets).sort()).toEqual([...Object.keys(DB_SECRETS), ...(id.startsWith('Api') ? ['ADMIN_API_KEY'] : [])].sort());
+      // The API logs in as the login role and gets its admin key (test/infra/admin-key.test.ts);
+      // the migrations task logs in as the master user and sets the login role's password.
+      const migrations = id.startsWith('Migrations');
+      expect(Object.keys(secrets).sort()).toEqual([...Object.keys(DB_SECRETS), ...(migrations ? Object.keys(LOGIN_SECRETS) : []), ...(id.startsWith('Api') ? ['ADMIN_API_KEY'] : [])].sort());
       for (const [name, field] of Object.entries(DB_SECRETS)) {
-        expect(secrets[name]).toEqual({ 'Fn::Join': ['', [{ Ref: expect.stringMatching(/^DatabaseInstanceSecretAttachment/) }, `:${field}::`]] });
+        const secret = migrations ? /^DatabaseInstanceSecretAttachment/ : /^DatabaseLoginSecretAttachment/;
+        expect(secrets[name]).toEqual({ 'Fn::Join': ['', [{ Ref: expect.stringMatching(secret) }, `:${field}::`]] });
+      }
+      if (migrations) {
+        for (const [name, field] of Object.entries(LOGIN_SECRETS)) {
+          expect(secrets[name]).toEqual({ 'Fn::Join': ['', [{ Ref: expect.stringMatching(/^DatabaseLoginSecretAttachment/) }, `:${field}::`]] });
+        }
       }
     }
   });
@@ -169,11 +181,19 @@ describe('the database', () => {
   it('can be an existing database named by its secret ARN', () => {
     const existing = synth({ database: { secretArn: EXISTING_SECRET } });
     existing.template.resourceCountIs('AWS::RDS::DBInstance', 0);
-    expect(Object.keys(resources(existing.template, 'AWS::SecretsManager::Secret')).filter((id) => !id.includes('AdminApiKey'))).toEqual([]);
-    const [taskDef] = Object.values(resources(existing.template, 'AWS::ECS::TaskDefinition'));
-    expect(taskDef!.Properties.ContainerDefinitions[0].Secrets).toContainEqual({ Name: 'DB_PASSWORD', ValueFrom: `${EXISTING_SECRET}:password::` });
+    // The login role's secret is generated all the same; the existing secret is the master's.
+    expect(Object.keys(resources(existing.template, 'AWS::SecretsManager::Secret')).filter((id) => !id.includes('AdminApiKey'))).toEqual([expect.stringMatching(/^DatabaseLoginSecret/)]);
+    existing.template.resourceCountIs('AWS::SecretsManager::SecretTargetAttachment', 0);
+    const taskDefs = resources(existing.template, 'AWS::ECS::TaskDefinition');
+    const secretsOf = (prefix: string) => Object.entries(taskDefs).find(([id]) => id.startsWith(prefix))![1].Properties.ContainerDefinitions[0].Secrets;
+    const login = (field: string) => ({ 'Fn::Join': ['', [{ Ref: expect.stringMatching(/^DatabaseLoginSecret/) }, `:${field}::`]] });
+    expect(secretsOf('Migrations')).toContainEqual({ Name: 'DB_PASSWORD', ValueFrom: `${EXISTING_SECRET}:password::` });
+    expect(secretsOf('Migrations')).toContainEqual({ Name: 'DB_LOGIN_PASSWORD', ValueFrom: login('password') });
+    // The API reads where the database is from the existing secret, and logs in with the login role's.
+    expect(secretsOf('Api')).toContainEqual({ Name: 'DB_HOST', ValueFrom: `${EXISTING_SECRET}:host::` });
+    expect(secretsOf('Api')).toContainEqual({ Name: 'DB_PASSWORD', ValueFrom: login('password') });
     existing.template.hasResourceProperties('AWS::IAM::Policy', {
-      PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Action: ['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'], Resource: EXISTING_SECRET })]) },
+      PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Action: ['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'], Resource: Match.arrayWith([EXISTING_SECRET]) })]) },
     });
     expect(new AwsSolutionsChecks().validateScope(existing.app).violations).toEqual([]);
   });

@@ -45,10 +45,11 @@ describe.each(['dev', 'prod'] as const)('stage %s', (stage) => {
     expect(db.Properties.DeletionProtection).toBe(d.deletionProtection);
     expect(albAttribute(template, 'deletion_protection.enabled')).toBe(String(d.deletionProtection));
     expect(db.DeletionPolicy).toBe(d.retainData ? 'Snapshot' : 'Delete');
-    // The database's secret; the API's admin key (lib/constructs/web-service.ts) is made anew by a redeploy.
-    const secret = only(Object.fromEntries(Object.entries(resources(template, 'AWS::SecretsManager::Secret')).filter(([id]) => id.includes('Database')))) as any;
+    // The database's secrets, master and login role; the API's admin key (lib/constructs/web-service.ts) is made anew by a redeploy.
+    const secrets = Object.entries(resources(template, 'AWS::SecretsManager::Secret')).filter(([id]) => id.includes('Database'));
+    expect(secrets.map(([id]) => /Database(Instance|Login)Secret/.exec(id)?.[0]).sort()).toEqual(['DatabaseInstanceSecret', 'DatabaseLoginSecret']);
     // Kept on a teardown, but deleted when a first create rolls back: a retry meets no leftover.
-    expect(secret.DeletionPolicy).toBe(d.retainData ? 'RetainExceptOnCreate' : 'Delete');
+    for (const [id, secret] of secrets) expect((secret as any).DeletionPolicy, id).toBe(d.retainData ? 'RetainExceptOnCreate' : 'Delete');
     for (const type of ['AWS::Logs::LogGroup', 'AWS::KMS::Key']) {
       for (const [id, resource] of Object.entries(resources(template, type))) expect((resource as any).DeletionPolicy, id).toBe(d.retainData ? 'RetainExceptOnCreate' : 'Delete');
     }

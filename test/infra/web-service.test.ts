@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { CONTAINER, SERVICE_DEFAULTS, STAGE_DEFAULTS } from '../../lib/defaults.js';
 import { keepAliveTimeoutMs, shutdownTimeoutMs } from '../../lib/timing.js';
 import { WebService, type WebServiceProps } from '../../lib/constructs/web-service.js';
-import { errorMessage, newApp, resources, synth, type Synthesized } from './synth.js';
+import { errorMessage, newApp, resources, synth, TEST_DOMAIN, type Synthesized } from './synth.js';
 
 /** The API task definition's `app` container. */
 function apiContainer(template: Template): Record<string, any> {
@@ -91,10 +91,27 @@ describe('web service, default settings', () => {
       MaxCapacity: STAGE_DEFAULTS.dev.maxCapacity,
       ScalableDimension: 'ecs:service:DesiredCount',
     });
-    const metrics = Object.values(resources(s.template, 'AWS::ApplicationAutoScaling::ScalingPolicy'))
-      .map((p) => p.Properties.TargetTrackingScalingPolicyConfiguration.PredefinedMetricSpecification.PredefinedMetricType)
-      .sort();
-    expect(metrics).toEqual(['ALBRequestCountPerTarget', 'ECSServiceAverageCPUUtilization']);
+    const policies = Object.values(resources(s.template, 'AWS::ApplicationAutoScaling::ScalingPolicy')).map((p) => p.Properties.TargetTrackingScalingPolicyConfiguration);
+    expect(policies.map((p) => p.PredefinedMetricSpecification?.PredefinedMetricType ?? 'requests per target').sort()).toEqual(['ECSServiceAverageCPUUtilization', 'requests per target']);
+    const requests = policies.find((p) => p.CustomizedMetricSpecification)!;
+    expect(requests.TargetValue).toBe(SERVICE_DEFAULTS.requestsPerTarget);
+    expect(requests.CustomizedMetricSpecification.Metrics.at(-1)).toMatchObject({ Expression: '(FILL(requests0, 0)) / (FILL(healthy0, 0))', ReturnData: true });
+  });
+
+  it('in prod, tracks the requests per task over both target groups, wherever a canary deploy left the traffic', () => {
+    const prod = synth({ stage: 'prod', service: { domain: TEST_DOMAIN } });
+    const groups = Object.keys(resources(prod.template, 'AWS::ElasticLoadBalancingV2::TargetGroup')).sort();
+    expect(groups).toHaveLength(2);
+    const policy = Object.values(resources(prod.template, 'AWS::ApplicationAutoScaling::ScalingPolicy'))
+      .map((p) => p.Properties.TargetTrackingScalingPolicyConfiguration).find((p) => p.CustomizedMetricSpecification)!;
+    const queries = policy.CustomizedMetricSpecification.Metrics as { Id: string; Expression?: string; ReturnData: boolean; MetricStat?: { Metric: { MetricName: string; Dimensions: { Name: string; Value: any }[] }; Stat: string } }[];
+    const read = (metric: string) => queries.filter((q) => q.MetricStat?.Metric.MetricName === metric)
+      .map((q) => q.MetricStat!.Metric.Dimensions.find((d) => d.Name === 'TargetGroup')!.Value['Fn::GetAtt'][0]).sort();
+    expect(read('RequestCount')).toEqual(groups);
+    expect(read('HealthyHostCount')).toEqual(groups);
+    expect(queries.filter((q) => q.ReturnData)).toEqual([expect.objectContaining({ Expression: '(FILL(requests0, 0) + FILL(requests1, 0)) / (FILL(healthy0, 0) + FILL(healthy1, 0))' })]);
+    // What the CDK rendered for its one metric is gone: CloudFormation takes Metrics or a metric, not both.
+    expect(Object.keys(policy.CustomizedMetricSpecification)).toEqual(['Metrics']);
   });
 
   it('hardens the container: init process, non-root user, read-only root with a writable /tmp volume', () => {
