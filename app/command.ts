@@ -65,7 +65,7 @@ async function main(argv: string[]): Promise<void> {
   const isJob = command !== undefined && !CONTAINER_COMMANDS.includes(command as (typeof CONTAINER_COMMANDS)[number]);
   const jobArgs = isJob ? parseJobArgs(command, rest) : undefined;
   if (isJob) {
-    // The job's first line, before the heavy modules load (about two thirds of its start-up):
+    // The job's first line, before the heavy modules load (most of its start-up):
     // what runs, for when, in which process.
     const { scheduledTime, scheduledTimeSource } = jobArgs!;
     startupLine(
