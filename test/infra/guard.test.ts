@@ -1,9 +1,11 @@
 /**
  * The Control Tower guard rules (cfn-guard, through @cdklabs/cdk-validator-cfnguard) as the
  * app runs them with `-c guard=true`: no unacknowledged finding in either stage, every
- * acknowledgement with a reason, and a new finding still fails synth.
+ * acknowledgement with a reason, and a new finding still fails synth. The stages are
+ * synthesized with aws-cdk-lib's own CloudFormation validation on, as `cdk synth` runs it (the
+ * other synth tests turn it off: test/infra/synth.ts).
  */
-import { Stack, Validations } from 'aws-cdk-lib';
+import { CfnResource, Stack, Validations } from 'aws-cdk-lib';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type { IConstruct } from 'constructs';
 import { describe, expect, it } from 'vitest';
@@ -26,9 +28,9 @@ function acknowledged(root: IConstruct): Set<string> {
 describe('the Control Tower guard rules', () => {
   const used = new Set<string>();
 
-  it.each(['dev', 'prod'])('find nothing unacknowledged in the %s stage', async (stage) => {
+  it.each(['dev', 'prod'])('find nothing unacknowledged in the %s stage, whose templates CloudFormation\'s validation passes', async (stage) => {
     // Prod serves HTTPS only, so its synth gets a domain, as .ci/run's does.
-    const app = newApp({ stage, alertEmail: 'none', guard: 'true', ...(stage === 'prod' ? TEST_DOMAIN : {}) });
+    const app = newApp({ stage, alertEmail: 'none', guard: 'true', ...(stage === 'prod' ? TEST_DOMAIN : {}) }, { validate: true });
     const { stackName, props } = settingsFromContext(app.node);
     new BackendStack(app, stackName, { ...props, now: NOW });
     acknowledgeGuardFindings(app);
@@ -52,4 +54,10 @@ describe('the Control Tower guard rules', () => {
     Validations.of(app).addPlugins(await guardPlugin());
     expect(() => app.synth()).toThrow(/CT\.CLOUDWATCH\.PR\.3/);
   }, 300_000);
+
+  it('synthesize the stages with CloudFormation\'s validation live: a property CloudFormation does not know fails synth', () => {
+    const app = newApp({}, { validate: true });
+    new CfnResource(new Stack(app, 'Plain'), 'Topic', { type: 'AWS::SNS::Topic', properties: { NoSuchProperty: 'x' } });
+    expect(() => app.synth()).toThrow(/NoSuchProperty: Additional properties are not allowed/);
+  });
 });

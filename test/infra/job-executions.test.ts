@@ -19,7 +19,7 @@ import { createTestDatabase, eventually, newClient, type TestDatabase } from '..
 import { expectNothingLeft, expectOneInvoicePerActiveAccount, jobEnv, jobRuns, NIGHTLY_TIME, seed } from '../helpers/jobs.js';
 import { executeLocally, synthesizedJob, type SynthesizedJob } from '../helpers/local-sfn.js';
 import { snsEnv, startFakeSns, type FakeSns } from '../helpers/sns.js';
-import { CDK_CONTEXT, NOW } from './synth.js';
+import { CDK_CONTEXT, NO_BUILTIN_VALIDATION, NOW } from './synth.js';
 
 const BILLING = JOBS.find((j) => j.name === 'billing-run')!;
 // Small batches stretch billing-run over a few seconds, so that a signal lands mid-run.
@@ -27,7 +27,7 @@ const SLOW = { JOB_BATCH_SIZE: '5', SHUTDOWN_TIMEOUT_MS: '3000' };
 
 /** `job` alone in a stack of its own, synthesized; the state machine's definition from the assembly. */
 function synthesize(job: JobDefinition, props: Partial<ScheduledJobsProps> = {}): SynthesizedJob {
-  const app = new App({ context: CDK_CONTEXT });
+  const app = new App({ context: CDK_CONTEXT, ...NO_BUILTIN_VALIDATION });
   const stack = new Stack(app, 'Test');
   const vpc = new ec2.Vpc(stack, 'Vpc', { natGateways: 1 });
   const cluster = new ecs.Cluster(stack, 'Cluster', { vpc, enableFargateCapacityProviders: true });

@@ -9,7 +9,7 @@ import * as ecs from 'aws-cdk-lib/aws-ecs';
 import { describe, expect, it } from 'vitest';
 import { settingsFromContext } from '../../lib/constructs/settings.js';
 import { BackendStack, REPO_ROOT } from '../../lib/constructs/stack.js';
-import { CDK_CONTEXT, NOW, TEST_ALERT_EMAIL, TEST_DOMAIN } from './synth.js';
+import { CDK_CONTEXT, NO_BUILTIN_VALIDATION, NOW, TEST_ALERT_EMAIL, TEST_DOMAIN } from './synth.js';
 
 // Not what differs between the two ways, and staging the Docker context would only cost time.
 const IMAGE = ecs.ContainerImage.fromRegistry('public.ecr.aws/docker/library/node:24');
@@ -24,7 +24,7 @@ function contextOf(command: string, values: Record<string, string>): Record<stri
 
 /** The template `cdk deploy` with `context` would deploy, and the lookups it would need. */
 function templateOf(context: Record<string, string>) {
-  const app = new App({ context: { ...CDK_CONTEXT, ...context } });
+  const app = new App({ context: { ...CDK_CONTEXT, ...context }, ...NO_BUILTIN_VALIDATION });
   const { stackName, props } = settingsFromContext(app.node);
   const stack = new BackendStack(app, stackName, { ...props, now: NOW, image: IMAGE });
   const assembly = app.synth();

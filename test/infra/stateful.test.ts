@@ -14,14 +14,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BackendStack, REPO_ROOT } from '../../lib/constructs/stack.js';
 import { STATEFUL_TYPES } from '../../lib/constructs/stateful-changes.js';
 import { JOBS } from '../../lib/jobs.js';
-import { CDK_CONTEXT, NOW } from './synth.js';
+import { CDK_CONTEXT, NO_BUILTIN_VALIDATION, NOW } from './synth.js';
 
 const STACK = 'EcsSaasBackend-prod';
 const CLI = path.join(REPO_ROOT, 'bin/check-stateful.ts');
 let work: string;
 
 function synthTo(dir: string): void {
-  const app = new App({ outdir: dir, context: { ...CDK_CONTEXT, 'aws:cdk:enable-path-metadata': true, 'aws:cdk:enable-asset-metadata': true, stage: 'prod', alertEmail: 'none' } });
+  const app = new App({ ...NO_BUILTIN_VALIDATION, outdir: dir, context: { ...CDK_CONTEXT, 'aws:cdk:enable-path-metadata': true, 'aws:cdk:enable-asset-metadata': true, stage: 'prod', alertEmail: 'none' } });
   // A registry image: the check compares templates, and staging the Docker context would only cost time.
   new BackendStack(app, STACK, { alertEmail: 'none', stage: 'prod', now: NOW, image: ecs.ContainerImage.fromRegistry('public.ecr.aws/docker/library/node:24') });
   app.synth();

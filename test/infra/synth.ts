@@ -23,8 +23,17 @@ export const TEST_ALERT_EMAIL = 'oncall@acme.io';
 /** A domain for HTTPS, as the prod stage needs one (lib/constructs/https.ts). */
 export const TEST_DOMAIN = { domainName: 'api.acme.io', hostedZoneId: 'Z0123456789ABCDEFGHIJ', hostedZoneName: 'acme.io' } as const;
 
-export function newApp(context: Record<string, unknown> = {}): App {
-  return new App({ context: { ...CDK_CONTEXT, alertEmail: TEST_ALERT_EMAIL, ...context } });
+/**
+ * aws-cdk-lib's own CloudFormation template validation, off in the tests' apps: it costs seconds
+ * to start in each test worker and a second per synth (a third of the synth tests' time, 200
+ * jobs included), and no test of a variant asserts it. guard.test.ts synthesizes both stages
+ * with it on, as `cdk synth` does, and proves that it is on there.
+ */
+export const NO_BUILTIN_VALIDATION = { builtinCloudFormationValidation: false } as const;
+
+/** An App with cdk.json's context; `validate` turns CloudFormation's template validation on. */
+export function newApp(context: Record<string, unknown> = {}, { validate = false }: { validate?: boolean } = {}): App {
+  return new App({ context: { ...CDK_CONTEXT, alertEmail: TEST_ALERT_EMAIL, ...context }, builtinCloudFormationValidation: validate });
 }
 
 export interface Synthesized {
