@@ -58,30 +58,40 @@ async function main(): Promise<void> {
     const env = { DATABASE_URL: url, LOG_LEVEL: 'warn' };
     const statementMs: number[] = [];
     const jobMs: number[] = [];
+    const statementCpu: number[] = [];
+    const jobCpu: number[] = [];
     const jobWallMs: number[] = [];
     let expected = '';
     for (let round = 1; round <= ROUNDS; round++) {
       await clearInvoices(db);
+      let cpu0 = server.cpuMs();
       statementMs.push(await singleStatement(db));
+      if (cpu0 !== undefined) statementCpu.push(server.cpuMs()! - cpu0);
       const digest = await invoiceDigest(db);
       if (expected && digest !== expected) throw new Error(`the statement wrote different invoices: ${digest} vs ${expected}`);
       expected = digest;
 
       await clearInvoices(db);
+      cpu0 = server.cpuMs();
       const r = await runMain(['billing-run', '--scheduled-time', SCHEDULED], env);
+      if (cpu0 !== undefined) jobCpu.push(server.cpuMs()! - cpu0);
       const end = r.lines.find((l) => l.Succeeded === 1);
       if (r.code !== 0 || !end) throw new Error(`billing-run exited ${r.code}`);
       jobMs.push(end.Duration as number);
       jobWallMs.push(r.wallMs);
       const jobDigest = await invoiceDigest(db);
       if (jobDigest !== expected) throw new Error(`billing-run wrote different invoices: ${jobDigest}, the statement ${expected}`);
-      out(`  round ${round}: statement ${fmt(statementMs.at(-1)!, 0)} ms, billing-run ${fmt(jobMs.at(-1)!, 0)} ms (process ${fmt(r.wallMs, 0)} ms)`);
+      const cpu = jobCpu.length > 0 ? `; Postgres CPU ${fmt(statementCpu.at(-1)!, 0)} and ${fmt(jobCpu.at(-1)!, 0)} ms` : '';
+      out(`  round ${round}: statement ${fmt(statementMs.at(-1)!, 0)} ms, billing-run ${fmt(jobMs.at(-1)!, 0)} ms (process ${fmt(r.wallMs, 0)} ms)${cpu}`);
     }
     const billingRatio = median(jobMs) / median(statementMs);
     out(`billing-run, ${expected}`);
     out(`  one INSERT ... SELECT:      ${fmt(median(statementMs), 0)} ms (median)`);
     out(`  billing-run (its run):      ${fmt(median(jobMs), 0)} ms = ${fmt(billingRatio, 2)}x the statement (target <= ${BILLING_TARGET}x) ${billingRatio <= BILLING_TARGET ? 'OK' : 'MISSED'}`);
     out(`  billing-run (whole process): ${fmt(median(jobWallMs), 0)} ms = ${fmt(median(jobWallMs) / median(statementMs), 2)}x, with Node start-up and the pool`);
+    if (jobCpu.length > 0) {
+      out(`  Postgres CPU time: statement ${fmt(median(statementCpu), 0)} ms, billing-run ${fmt(median(jobCpu), 0)} ms = ${fmt(median(jobCpu) / median(statementCpu), 2)}x (what a loaded machine does not distort)`);
+    }
 
     // 2. The runner around a job that does nothing.
     const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'info', HEARTBEAT_INTERVAL_MS: '15000' });

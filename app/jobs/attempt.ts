@@ -2,6 +2,7 @@
  * One attempt of a run: the handler's context, the heartbeat that proves the run lock is
  * still held, the injected faults of the tests, and the grace a stopping handler is given.
  */
+import pg from 'pg';
 import type { PoolClient } from '../db.js';
 import { dbTrouble } from '../db-errors.js';
 import type { Logger } from '../logger.js';
@@ -39,18 +40,30 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
     signal,
     checkpoint,
     progress: (processed, total) => s.progress.report(processed, total),
-    saveCheckpoint: async (next, processed) => {
+    saveCheckpoint: async (next, processed, tx) => {
       if (!open) throw new Error('this attempt is over: its checkpoint can no longer change');
       s.progress.report(processed);
-      await db.query(`UPDATE job_runs SET checkpoint = $2, processed = $3, total = $4, heartbeat_at = now() WHERE id = $1`, [
-        runId,
-        JSON.stringify(next),
-        processed,
-        s.progress.total,
-      ]);
+      if (tx === undefined) {
+        await db.query(`UPDATE job_runs SET checkpoint = $2, processed = $3, total = $4, heartbeat_at = now() WHERE id = $1`, [runId, JSON.stringify(next), processed, s.progress.total]);
+        s.lastCheckpoint = next;
+        committed = next;
+        return;
+      }
+      // In the handler's transaction, whose role (the operator's) may not write job_runs: the role
+      // is reset in the same round trip, so the values go as literals. Only a row still
+      // "running" takes it: a run taken over meanwhile rolls the batch back.
+      const results = (await tx.query(
+        `SET LOCAL ROLE NONE; UPDATE job_runs SET checkpoint = ${pg.escapeLiteral(JSON.stringify(next))}::jsonb, processed = ${Number(processed)}, total = ${s.progress.total === null ? 'NULL' : Number(s.progress.total)}, heartbeat_at = now() WHERE id = ${BigInt(runId)} AND status = 'running'`,
+      )) as unknown as pg.QueryResult[];
+      if (results[1]?.rowCount !== 1) throw new Error(`run #${runId} is no longer "running": its checkpoint was not saved`);
       s.lastCheckpoint = next;
+      inTransaction = true;
     },
   };
+  // The last checkpoint known to be committed, and whether one was written in a transaction
+  // of the handler's, which may have rolled back after the call returned.
+  let committed = checkpoint;
+  let inTransaction = false;
 
   let beating: Promise<void> | undefined;
   const beat = async () => {
@@ -88,6 +101,7 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
       throw new Error(`injected failure (JOB_FAULT_INJECTION fail-attempts=${Number.isFinite(failAttempts) ? failAttempts : 'all'}): attempt ${index} fails on purpose`);
     }
     const summary = await untilStopped(s, s.o.handler.run(ctx), signal, () => cancelStatements(s, db));
+    inTransaction = false; // the handler resolved: every transaction of its own has committed
     return { kind: 'succeeded', summary };
   } catch (err) {
     if (s.stop.aborted) return { kind: 'stopped', stop: stopOf(s.stop) };
@@ -104,8 +118,25 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
     open = false;
     clearInterval(heartbeat);
     await beating;
+    // With the lock's connection lost, the row is not asked: the reconnection reads it anew.
+    if (inTransaction) s.lastCheckpoint = lost.signal.aborted ? committed : await committedCheckpoint(db, runId, committed);
     s.progressLine.stop();
     s.phase = 'recording the outcome';
+  }
+}
+
+/**
+ * The checkpoint on the run's row: what a retry resumes from after an attempt whose last
+ * checkpoint was written in a transaction that may not have committed. When the row cannot be
+ * read (the database is away), `known`, the last one known to be committed: at worst a batch
+ * is done again, which every batch allows. A reconnection reads the row anew anyway.
+ */
+async function committedCheckpoint(db: PoolClient, runId: string, known: unknown): Promise<unknown> {
+  try {
+    const { rows } = await db.query<{ checkpoint: unknown }>('SELECT checkpoint FROM job_runs WHERE id = $1', [runId]);
+    return rows[0]?.checkpoint ?? known;
+  } catch {
+    return known;
   }
 }
 

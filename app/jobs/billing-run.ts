@@ -5,8 +5,8 @@
  * The pattern to copy for "do X once per entity per period": keyset batches over the
  * entities (`id > last id ORDER BY id LIMIT n`), each batch one set-based statement that is
  * idempotent by a unique key (invoices are unique on (account_id, period_start), so a rerun,
- * a retry or a concurrent duplicate inserts nothing twice), and a checkpoint after each
- * batch. Pricing lives in app/billing.ts, shared with POST /accounts/:id/invoices.
+ * a retry or a concurrent duplicate inserts nothing twice), and a checkpoint with each
+ * batch, in the batch's transaction. Pricing lives in app/billing.ts, shared with POST /accounts/:id/invoices.
  *
  * Batches run under the operator identity (app/tenancy.ts). An account whose day cannot be
  * billed (its amount past bigint) is skipped and reported; everyone else is billed.
@@ -51,11 +51,22 @@ export const billingRun = defineJob<BillingCheckpoint>({
     for (;;) {
       ctx.signal.throwIfAborted();
       const after = afterAccountId;
+      // The checkpoint is written in the batch's own transaction (one commit a batch, not two),
+      // unless the batch is redone account by account, whose checkpoint follows it.
+      let saved = false;
       const batch = await runIsolated<BillBatch>(
         ctx.pool,
         {
-          all: (db) => billAccounts(db, period, { afterAccountId: after, limit }),
+          all: async (db) => {
+            const b = await billAccounts(db, period, { afterAccountId: after, limit });
+            if (b.lastAccountId !== null) {
+              await ctx.saveCheckpoint({ afterAccountId: b.lastAccountId, inserted: inserted + b.inserted, skipped }, processed + b.accounts, db);
+              saved = true;
+            }
+            return b;
+          },
           ids: async (db) => {
+            saved = false;
             const { rows: ids } = await db.query<{ id: string }>(
               `SELECT id::text FROM accounts WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC' AND id > $2::bigint ORDER BY accounts.id LIMIT $3`,
               [period.end, after, limit],
@@ -76,7 +87,7 @@ export const billingRun = defineJob<BillingCheckpoint>({
       afterAccountId = batch.lastAccountId;
       processed += batch.accounts;
       inserted += batch.inserted;
-      await ctx.saveCheckpoint({ afterAccountId, inserted, skipped }, processed);
+      if (!saved) await ctx.saveCheckpoint({ afterAccountId, inserted, skipped }, processed);
       if (batch.accounts < limit) break;
     }
     await reportSkipped(skipped, { job: ctx.job.name, period: `billing day ${period.start}`, scheduledTime: ctx.scheduledTime }, { topicArn: ctx.config.ALERT_TOPIC_ARN, logger: ctx.logger });

@@ -9,12 +9,14 @@
  *     await ctx.saveCheckpoint(state)    // where a rerun (or the retry) resumes
  *
  * A batch must be safe to repeat: a run killed between the batch's commit and its
- * checkpoint does that batch again when it resumes.
+ * checkpoint does that batch again when it resumes (unless the checkpoint is written in the
+ * batch's transaction: `ctx.saveCheckpoint(state, processed, tx)`).
  */
 import type { JobDefinition } from '../../lib/jobs.js';
 import type { Config } from '../config.js';
 import type { Pool } from '../db.js';
 import type { Logger } from '../logger.js';
+import type { Queryable } from '../tenancy.js';
 
 export interface JobContext<C> {
   readonly job: JobDefinition;
@@ -33,8 +35,13 @@ export interface JobContext<C> {
   readonly checkpoint: C | undefined;
   /** Sets the progress the heartbeat records and reports (processed so far, and the total when known). */
   progress(processed: number, total?: number | null): void;
-  /** Records `checkpoint` and the progress on the run's row; call it after each batch has committed. */
-  saveCheckpoint(checkpoint: C, processed: number): Promise<void>;
+  /**
+   * Records `checkpoint` and the progress on the run's row; call it after each batch has
+   * committed. Or, with `tx`, as the last statement of the batch's own transaction: the
+   * checkpoint then commits with the batch or not at all, and the batch costs one commit
+   * instead of two (the transaction's role is reset to write the row).
+   */
+  saveCheckpoint(checkpoint: C, processed: number, tx?: Queryable): Promise<void>;
 }
 
 export interface JobHandler<C = unknown> {
