@@ -7,10 +7,12 @@
  * The other side may instead be the deployed stack (`--deployed-stack <name>`, its templates
  * read with GetTemplate, nested stacks too) or a synthesized assembly (`--base-assembly <dir>`);
  * `--assembly <dir>` stands in for the working tree's synth. `--out <dir>` keeps the synth outputs.
+ * `--acknowledge <LogicalId>` (repeatable) accepts that one loss knowingly: it is still printed,
+ * and an acknowledgement that names no loss fails the check.
  * The context is cdk.json's plus `-c` (default stage=prod, alertEmail=none, allowHttp=true: prod holds the data).
  *
- * Exit codes: 0 no stateful resource lost; 1 one or more would be; 2 bad arguments, or a side
- * could not be synthesized or read.
+ * Exit codes: 0 no stateful resource lost, or only acknowledged ones; 1 one or more would be, or
+ * an acknowledgement names none; 2 bad arguments, or a side could not be synthesized or read.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
@@ -18,14 +20,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { compareTemplateSets, describeLoss, templatesOfAssembly, type TemplateSet } from '../lib/constructs/stateful-changes.js';
+import { acknowledgeLosses, compareTemplateSets, describeLoss, templatesOfAssembly, type TemplateSet } from '../lib/constructs/stateful-changes.js';
 
 // Not lib/constructs/stack.ts's REPO_ROOT: importing the stack would load aws-cdk-lib into a check that only compares JSON.
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
 // allowHttp: HTTPS settings change no stateful resource, and a team's domain is not ours to know.
 const DEFAULT_CONTEXT = { stage: 'prod', alertEmail: 'none', allowHttp: 'true' };
 const ASSEMBLY_METADATA = { 'aws:cdk:enable-path-metadata': true, 'aws:cdk:enable-asset-metadata': true };
-const USAGE = 'usage: npm run check:stateful -- (--base <git-ref> | --deployed-stack <name> | --base-assembly <dir>) [--assembly <dir>] [--out <dir>] [-c key=value ...]';
+const USAGE = 'usage: npm run check:stateful -- (--base <git-ref> | --deployed-stack <name> | --base-assembly <dir>) [--assembly <dir>] [--out <dir>] [--acknowledge <LogicalId> ...] [-c key=value ...]';
 
 /** A failure to run the check at all (exit 2), as opposed to a failed check (exit 1). */
 class UsageError extends Error {}
@@ -98,6 +100,7 @@ async function main(argv: string[]): Promise<number> {
       'base-assembly': { type: 'string' },
       assembly: { type: 'string' },
       out: { type: 'string' },
+      acknowledge: { type: 'string', multiple: true },
       context: { type: 'string', short: 'c', multiple: true },
     },
   });
@@ -131,13 +134,20 @@ async function main(argv: string[]): Promise<number> {
     const against = values.base ?? values['deployed-stack'] ?? baseDir!;
 
     const { losses, changedResources } = compareTemplateSets(before, after);
-    if (losses.length > 0) {
-      console.error(`check:stateful: ${losses.length} stateful resource(s) of ${stackName} would be lost against ${against}:`);
-      for (const loss of losses) console.error(`  - ${describeLoss(loss)}`);
-      console.error('Keep the construct ids and the replacing properties of these resources, or migrate the data first (docs/infrastructure.md, The stateful guard).');
-      return 1;
+    const { accepted, remaining, unused } = acknowledgeLosses(losses, values.acknowledge ?? []);
+    for (const loss of accepted) console.log(`check:stateful: acknowledged: ${describeLoss(loss)}`);
+    if (remaining.length > 0) {
+      console.error(`check:stateful: ${remaining.length} stateful resource(s) of ${stackName} would be lost against ${against}:`);
+      for (const loss of remaining) console.error(`  - ${describeLoss(loss)}`);
+      console.error('Keep the construct ids and the replacing properties of these resources, or migrate the data first and acknowledge each with --acknowledge <LogicalId> (docs/infrastructure.md, The stateful guard).');
     }
-    console.log(`check:stateful: no stateful resource of ${stackName} replaced or deleted against ${against} (${changedResources} resource(s) changed)`);
+    if (unused.length > 0) {
+      console.error(`check:stateful: --acknowledge ${unused.join(', ')}: no stateful resource of that id would be lost against ${against}; remove the acknowledgement (the losses are: ${losses.map((l) => l.logicalId).join(', ') || 'none'})`);
+    }
+    if (remaining.length > 0 || unused.length > 0) return 1;
+    console.log(accepted.length > 0
+      ? `check:stateful: only the ${accepted.length} acknowledged stateful resource(s) of ${stackName} would be lost against ${against} (${changedResources} resource(s) changed)`
+      : `check:stateful: no stateful resource of ${stackName} replaced or deleted against ${against} (${changedResources} resource(s) changed)`);
     return 0;
   } finally {
     if (!values.out) rmSync(out, { recursive: true, force: true });

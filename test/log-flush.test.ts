@@ -5,13 +5,13 @@
  * every answered request, ending with the shutdown's last line.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, constants, mkdtempSync, openSync } from 'node:fs';
+import { closeSync, constants, mkdtempSync, openSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../app/dev/embedded-postgres.js';
-import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { createTestDatabase, eventually, type TestDatabase } from './helpers/db.js';
 import { get } from './helpers/load.js';
 import { MAIN } from './helpers/process.js';
 
@@ -26,12 +26,14 @@ const REQUESTS = 1_200;
 describe('a slow stdout reader at exit', () => {
   it('gets every line, whole and in order, and the server still exits 0 within its deadline', { timeout: 90_000 }, async () => {
     // A named pipe: a real 64 KiB pipe, non-blocking on the server's side, as a container's
-    // stdout can be. The reader holds it full for 4 s, then reads 2 KiB every 10 ms.
-    const fifo = path.join(mkdtempSync(path.join(tmpdir(), 'log-flush-')), 'stdout');
+    // stdout can be. The reader holds it full until told, then reads 2 KiB every 10 ms.
+    const dir = mkdtempSync(path.join(tmpdir(), 'log-flush-'));
+    const fifo = path.join(dir, 'stdout');
+    const release = path.join(dir, 'release');
     execFileSync('mkfifo', [fifo]);
     const readEnd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
     const writeEnd = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
-    const reader = spawn(process.execPath, ['test/fixtures/slow-reader.mjs', '4000', '2048', '10'], { stdio: [readEnd, 'pipe', 'inherit'] });
+    const reader = spawn(process.execPath, ['test/fixtures/slow-reader.mjs', release, '2048', '10'], { stdio: [readEnd, 'pipe', 'inherit'] });
     let out = '';
     reader.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
     const readerDone = new Promise<void>((resolve) => reader.once('exit', () => resolve()));
@@ -66,10 +68,20 @@ describe('a slow stdout reader at exit', () => {
         req.on('error', () => resolve());
       }),
     );
-    // The access log has filled the pipe by now and the server waits on its writes.
-    await new Promise((r) => setTimeout(r, 1_000));
+    // Once the access log has filled the pipe, the server waits on its writes and the answers
+    // stop: half a second without one, however slow the machine, since the reader never reads.
+    let seen = -1;
+    let lastAnswerAt = Date.now();
+    const blocked = await eventually(async () => {
+      if (answered.length !== seen) [seen, lastAnswerAt] = [answered.length, Date.now()];
+      return answered.length > 100 && Date.now() - lastAnswerAt >= 500;
+    }, 60_000);
+    expect(blocked, `answered ${answered.length}`).toBe(true);
     const sigtermAt = Date.now();
     server.kill('SIGTERM');
+    // The signal waits, as the lines do, while the pipe stays full a moment longer.
+    await new Promise((r) => setTimeout(r, 1_000));
+    writeFileSync(release, '');
     await Promise.all(requests);
     const code = await exited;
     const exitedAt = Date.now();

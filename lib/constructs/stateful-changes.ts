@@ -78,6 +78,22 @@ export function compareTemplateSets(before: TemplateSet, after: TemplateSet): Co
   return { losses, changedResources };
 }
 
+/**
+ * `losses` split by the acknowledgements a team gave (`--acknowledge`), each a logical id, or
+ * `<stack>/<logical id>` for one of the same id in several templates. An acknowledgement that
+ * names no loss is returned too: the deploy it was meant for is not this one, so it must not
+ * quietly cover the next.
+ */
+export function acknowledgeLosses(losses: readonly StatefulLoss[], acknowledged: readonly string[]): { readonly accepted: StatefulLoss[]; readonly remaining: StatefulLoss[]; readonly unused: string[] } {
+  const names = (loss: StatefulLoss) => [loss.logicalId, `${loss.stack}/${loss.logicalId}`];
+  const accepted = losses.filter((loss) => names(loss).some((n) => acknowledged.includes(n)));
+  return {
+    accepted,
+    remaining: losses.filter((loss) => !accepted.includes(loss)),
+    unused: acknowledged.filter((a) => !losses.some((loss) => names(loss).includes(a))),
+  };
+}
+
 /** One line per loss, naming the resource, as the check prints it. */
 export function describeLoss(loss: StatefulLoss): string {
   const where = loss.constructPath ? ` (${loss.constructPath})` : '';

@@ -74,8 +74,9 @@ describe('npm run check:stateful', () => {
     expect(run.status).toBe(0);
   });
 
+  let broken: string;
   it('fails on a renamed database construct and a replaced bucket, naming each resource and why', () => {
-    const broken = edited(cpuChanged, 'broken', (resources) => {
+    broken = edited(cpuChanged, 'broken', (resources) => {
       const db = idOf(resources, 'AWS::RDS::DBInstance', '/Database/Instance');
       resources[`${db}Renamed`] = resources[db];
       delete resources[db];
@@ -86,6 +87,23 @@ describe('npm run check:stateful', () => {
     expect(run.output).toContain(`2 stateful resource(s) of ${STACK} would be lost`);
     expect(run.output).toMatch(/AWS::RDS::DBInstance DatabaseInstance\w+ \(EcsSaasBackend-prod\/Database\/Instance\/Resource\) in EcsSaasBackend-prod would be deleted/);
     expect(run.output).toMatch(/AWS::S3::Bucket LogBucket\w+ \(EcsSaasBackend-prod\/LogBucket\/Resource\) in EcsSaasBackend-prod would be replaced: BucketName changed/);
+  });
+
+  it('passes a loss a team acknowledged by its logical id, still naming it, and fails on the others', () => {
+    const ids = [...check('--base-assembly', base, '--assembly', broken).output.matchAll(/AWS::\S+ (\w+) \(/g)].map((m) => m[1]!);
+    const [db, bucket] = [ids.find((id) => id.startsWith('DatabaseInstance'))!, ids.find((id) => id.startsWith('LogBucket'))!];
+    const both = check('--base-assembly', base, '--assembly', broken, '--acknowledge', db, '--acknowledge', `${STACK}/${bucket}`);
+    expect(both.status, both.output).toBe(0);
+    expect(both.output).toMatch(new RegExp(`acknowledged: AWS::RDS::DBInstance ${db} .* would be deleted`));
+    expect(both.output).toContain(`only the 2 acknowledged stateful resource(s) of ${STACK} would be lost`);
+    const one = check('--base-assembly', base, '--assembly', broken, '--acknowledge', db);
+    expect(one.status, one.output).toBe(1);
+    expect(one.output).toContain(`1 stateful resource(s) of ${STACK} would be lost`);
+    expect(one.output).toMatch(new RegExp(`- AWS::S3::Bucket ${bucket} `));
+    // An acknowledgement for another deploy must not quietly cover this one.
+    const stale = check('--base-assembly', base, '--assembly', cpuChanged, '--acknowledge', db);
+    expect(stale.status, stale.output).toBe(1);
+    expect(stale.output).toContain(`--acknowledge ${db}: no stateful resource of that id would be lost`);
   });
 
   it('looks into the nested stacks: a job stack that goes takes its resources with it', () => {
