@@ -12,7 +12,7 @@ import { startOwnPostgres, type OwnPostgres } from './helpers/own-postgres.js';
 import { start, startServer, type LogLine } from './helpers/process.js';
 
 const INTERVAL_MS = 300;
-// Issue 7 puts the account routes behind a key; a key the config does not know is ignored before that.
+// The account routes need a key; a key the config does not know is ignored.
 const ADMIN_API_KEY = 'fault-tests-admin-key-0123456789abcdef0123456789abcdef';
 const AUTH = { authorization: `Bearer ${ADMIN_API_KEY}` };
 

@@ -1,5 +1,5 @@
 /**
- * The overflow attack of issue 7: one account with the highest unit price and usage whose
+ * The overflow attack: one account with the highest unit price and usage whose
  * day sums past bigint. Before, billing-run, report-aggregation and the usage-summary worker
  * failed for every account, every night. Now each does its work for everyone else, exits 0,
  * names the account in its summary, its log and exactly one alert, and keeps its data.

@@ -61,7 +61,7 @@ describe('the connection budget', () => {
   });
 });
 
-describe('the service alarms of issue 8', () => {
+describe('the service alarms', () => {
   it('alarm on a stalled worker and on an unreachable database, from the server\'s EMF metrics', () => {
     const { template } = synth();
     const alarms = Object.values(resources(template, 'AWS::CloudWatch::Alarm')).map((a) => a.Properties);
