@@ -37,6 +37,8 @@ export type ErrorCode =
   | 'USAGE_NOT_BILLABLE'
   | 'TOO_MANY_KEYS'
   | 'BAD_REQUEST'
+  | 'HEADERS_TOO_LARGE'
+  | 'REQUEST_TIMEOUT'
   | 'UNAVAILABLE'
   | 'INTERNAL';
 
