@@ -151,6 +151,51 @@ describe('dates', () => {
   });
 });
 
+describe('billable dates', () => {
+  it('takes the creation instant in any offset or precision as the first billable one', async () => {
+    const a = await newAccount('2026-03-01T12:00:00Z');
+    const post = (occurredAt: string) => call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt });
+    for (const at of ['2026-03-01T13:00:00+01:00', '2026-03-01T11:00:00-01:00', '2026-03-02T02:00:00+14:00', '2026-03-01T12:00:00.000000001Z', '2026-03-01T12:00:00-00:00']) {
+      expect((await post(at)).status, at).toBe(201);
+    }
+    for (const at of ['2026-03-01T12:59:59.999+01:00', '2026-03-01T11:59:59.999999999Z', '2026-02-28T21:59:59-14:00']) {
+      const r = await post(at);
+      expect(r.status, at).toBe(422);
+      expect(r.body.error).toMatchObject({ code: 'USAGE_NOT_BILLABLE', details: { field: 'occurredAt' } });
+    }
+    expect(await db.query('SELECT 1 FROM usage WHERE account_id = $1', [a.id])).toHaveLength(5);
+  });
+
+  it('answers a date that is not one with one message, naming the field', async () => {
+    const a = await newAccount('2026-01-01');
+    for (const at of ['2026-06-30T23:59:60Z', '2026-13-01T00:00:00Z', '2026-06-01T12:00:00+15', '2026-06-01T12:00:00z']) {
+      const r = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt: at });
+      expect(r.status, at).toBe(400);
+      expect(r.body.error.details.fields, at).toEqual([{ field: 'occurredAt', message: 'Invalid ISO datetime' }]);
+    }
+    const day = await admin('POST', `/accounts/${a.id}/invoices`, { periodStart: '2026-3-01' });
+    expect(day.body.error.details.fields).toEqual([{ field: 'periodStart', message: 'must be a date YYYY-MM-DD' }]);
+  });
+
+  it('refuses to bill a day before the account existed (422) or one that has not ended, up to 9999-12-31 (400); nothing is stored', async () => {
+    const a = await newAccount('2026-03-01T12:00:00Z');
+    const bill = (periodStart: string) => admin('POST', `/accounts/${a.id}/invoices`, { periodStart });
+    for (const day of ['2026-02-28', '1970-01-01']) {
+      const r = await bill(day);
+      expect(r, day).toMatchObject({ status: 422, body: { error: { code: 'PERIOD_NOT_BILLABLE', details: { field: 'periodStart' } } } });
+      expect(r.body.error.message).toBe(`periodStart ${day} is before account ${a.id} was created (2026-03-01T12:00:00.000Z); it is billed from that day on`);
+    }
+    const today = new Date().toISOString().slice(0, 10);
+    for (const day of [today, '2099-01-01', '9999-12-31']) {
+      const r = await bill(day);
+      expect(r.status, day).toBe(400);
+      expect(r.body.error.details.fields, day).toEqual([{ field: 'periodStart', message: 'must be a day that has ended (UTC)' }]);
+    }
+    expect(await db.query('SELECT 1 FROM invoices WHERE account_id = $1', [a.id])).toHaveLength(0);
+    expect((await bill('2026-03-01')).status).toBe(201);
+  });
+});
+
 describe('exact numbers', () => {
   it('answers sums past 2^53 exactly, as decimal strings', async () => {
     const a = await newAccount('2026-01-01');
