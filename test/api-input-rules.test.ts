@@ -9,7 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApi } from '../app/api.js';
 import { MAX_JSON_DEPTH, MAX_JSON_ELEMENTS } from '../app/api/json-bounds.js';
 import { MAX_LIVE_KEYS } from '../app/api/keys.js';
+import { MAX_PAGE } from '../app/api/request.js';
 import { MAX_FUTURE_SKEW_MS } from '../app/api/usage.js';
+import { DAY_MS, MAX_UNIT_PRICE_CENTS, MAX_USAGE_QUANTITY } from '../app/billing.js';
 import { loadConfig } from '../app/config.js';
 import { createPool, type Pool } from '../app/db.js';
 import { DrainableServer } from '../app/http-server.js';
@@ -54,6 +56,12 @@ async function call(key: string | null, method: string, path: string, body?: unk
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
 }
 const admin = (method: string, path: string, body?: unknown) => call(ADMIN_KEY, method, path, body);
+/** An answer's text as it came over the wire, before JSON.parse rounds any number. */
+async function rawCall(method: string, path: string, body?: unknown): Promise<string> {
+  const res = await fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  expect(res.status, path).toBeLessThan(300);
+  return res.text();
+}
 
 let seq = 0;
 async function newAccount(createdAt?: string): Promise<{ id: string; key: string; keyId: string }> {
@@ -205,6 +213,37 @@ describe('exact numbers', () => {
     expect(inv.status).toBe(201);
     expect(inv.body).toMatchObject({ quantity: '9007199254740993', amountCents: '9007199254740993' });
     expect((await call(a.key, 'GET', `/invoices/${inv.body.id}`)).body.amountCents).toBe('9007199254740993');
+  });
+
+  it('answers every number exactly at the input bounds: integers per event, decimal strings for sums past 2^53', async () => {
+    const a = await admin('POST', '/accounts', { name: 'Max', email: `max-${Date.now()}@example.com`, unitPriceCents: MAX_UNIT_PRICE_CENTS });
+    expect(a.body.unitPriceCents).toBe(MAX_UNIT_PRICE_CENTS);
+    await db.query(`UPDATE accounts SET created_at = now() - interval '3 days' WHERE id = $1`, [a.body.id]);
+    const yesterday = new Date(Date.now() - DAY_MS).toISOString().slice(0, 10);
+    const atMax = await admin('POST', `/accounts/${a.body.id}/usage`, { metric: 'api_calls', quantity: MAX_USAGE_QUANTITY, occurredAt: `${yesterday}T12:00:00Z` });
+    expect(atMax.body.quantity).toBe(MAX_USAGE_QUANTITY);
+    // Enough events at both maxima for the day's amount to pass 2^53: the rows the API would take, written in one statement.
+    const events = Math.ceil(Number.MAX_SAFE_INTEGER / (MAX_USAGE_QUANTITY * MAX_UNIT_PRICE_CENTS));
+    await db.query(`INSERT INTO usage (account_id, metric, quantity, occurred_at) SELECT $1, 'api_calls', $2, $3::timestamptz FROM generate_series(1, $4)`, [a.body.id, MAX_USAGE_QUANTITY, `${yesterday}T13:00:00Z`, events]);
+    await db.query('REFRESH MATERIALIZED VIEW account_usage_30d');
+    const quantity = BigInt(events + 1) * BigInt(MAX_USAGE_QUANTITY);
+    const answers = [
+      await rawCall('POST', `/accounts/${a.body.id}/invoices`, { periodStart: yesterday }),
+      await rawCall('GET', `/accounts/${a.body.id}/invoices`),
+      await rawCall('GET', `/accounts/${a.body.id}`),
+      await rawCall('GET', `/accounts/${a.body.id}/usage?limit=${MAX_PAGE}`),
+      await rawCall('GET', `/accounts?limit=${MAX_PAGE}`),
+    ];
+    expect(JSON.parse(answers[0]!)).toMatchObject({ quantity: String(quantity), amountCents: String(quantity * BigInt(MAX_UNIT_PRICE_CENTS)) });
+    expect(BigInt(JSON.parse(answers[0]!).amountCents)).toBeGreaterThan(BigInt(Number.MAX_SAFE_INTEGER));
+    expect(JSON.parse(answers[2]!).usage30d.quantity).toBe(String(quantity));
+    // In the raw text, every JSON number is a plain safe integer: no fraction, no exponent, nothing past 2^53.
+    for (const text of answers) {
+      for (const [, n] of text.matchAll(/[:[,](-?[\d.eE+-]+)(?=[,\]}])/g)) {
+        expect(n, text.slice(0, 200)).toMatch(/^\d+$/);
+        expect(Number.isSafeInteger(Number(n)), n).toBe(true);
+      }
+    }
   });
 
   it("formats usage30d's timestamps like every other timestamp", async () => {

@@ -35,7 +35,7 @@ export const usageEvent = z.strictObject({
   id: z.string(),
   accountId: z.string(),
   metric: z.string(),
-  quantity: z.number().int().min(0),
+  quantity: z.number().int().min(0).max(MAX_USAGE_QUANTITY).describe('one event\'s quantity: an exact JSON integer, bounded by the input'),
   occurredAt: z.iso.datetime(),
   idempotencyKey: z.string().nullable(),
 });
