@@ -142,6 +142,14 @@ describe('dates', () => {
     expect(r.status).toBe(400);
     expect(r.body.error.message).toBe('Invalid query: from: must be in 1970 or later (UTC)');
     expect((await call(a.key, 'GET', `/accounts/${a.id}/usage?from=${encodeURIComponent('1970-01-01T00:00:00-01:00')}`)).status).toBe(200);
+    // The epoch itself, written in offsets from -14:00 to +14:00, is in; a millisecond earlier is out.
+    for (let hours = -14; hours <= 14; hours++) {
+      const offset = `${hours < 0 ? '-' : '+'}${String(Math.abs(hours)).padStart(2, '0')}:00`;
+      const local = (ms: number) => `${new Date(ms + hours * 3_600_000).toISOString().slice(0, 23)}${offset}`;
+      const from = (at: string) => call(a.key, 'GET', `/accounts/${a.id}/usage?from=${encodeURIComponent(at)}`);
+      expect((await from(local(0))).status, local(0)).toBe(200);
+      expect((await from(local(-1))).status, local(-1)).toBe(400);
+    }
   });
 
   it('refuses usage dated before its account existed, or further ahead than the skew, with 422', async () => {
@@ -201,6 +209,22 @@ describe('billable dates', () => {
     }
     expect(await db.query('SELECT 1 FROM invoices WHERE account_id = $1', [a.id])).toHaveLength(0);
     expect((await bill('2026-03-01')).status).toBe(201);
+  });
+});
+
+describe('usage no invoice would count', () => {
+  it('refuses usage for a suspended or closed account with 409, and stores nothing; a retry of an earlier event still answers 200', async () => {
+    for (const status of ['suspended', 'closed']) {
+      const a = await newAccount('2026-01-01');
+      const earlier = { metric: 'api_calls', quantity: 3, idempotencyKey: 'before' };
+      expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, earlier)).status).toBe(201);
+      await db.query('UPDATE accounts SET status = $2 WHERE id = $1', [a.id, status]);
+      const r = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1 });
+      expect(r, status).toMatchObject({ status: 409, body: { error: { code: 'CONFLICT', message: `Account ${a.id} is ${status}; only active accounts are billed, so its usage is refused` } } });
+      expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, earlier)).status).toBe(200);
+      expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, { ...earlier, quantity: 4 })).status).toBe(422);
+      expect(await db.query('SELECT 1 FROM usage WHERE account_id = $1', [a.id])).toHaveLength(1);
+    }
   });
 });
 
