@@ -291,6 +291,15 @@ describe('keys', () => {
     expect((await admin('POST', `/accounts/${a.id}/api-keys`)).status).toBe(201);
   });
 
+  it('holds the cap against mints racing in parallel', async () => {
+    const a = await newAccount();
+    const mints = await Promise.all(Array.from({ length: 2 * MAX_LIVE_KEYS }, () => admin('POST', `/accounts/${a.id}/api-keys`)));
+    const statuses = mints.map((m) => m.status);
+    expect(statuses.filter((s) => s === 201)).toHaveLength(MAX_LIVE_KEYS - 1);
+    expect(statuses.filter((s) => s === 409)).toHaveLength(MAX_LIVE_KEYS + 1);
+    expect(await db.query('SELECT 1 FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL', [a.id])).toHaveLength(MAX_LIVE_KEYS);
+  });
+
   it('lets no account key mint a key, so revoking a leaked key leaves nothing behind', async () => {
     const a = await newAccount();
     const r = await call(a.key, 'POST', `/accounts/${a.id}/api-keys`);
