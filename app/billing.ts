@@ -13,10 +13,13 @@ export interface BillingPeriod {
   readonly end: string;
 }
 
+/** One billing period, a UTC day. */
+export const DAY_MS = 86_400_000;
+
 /** The billing period (one UTC day) that contains `day`. */
 export function dayPeriod(day: Date): BillingPeriod {
   const start = new Date(Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), day.getUTCDate()));
-  const end = new Date(start.getTime() + 86_400_000);
+  const end = new Date(start.getTime() + DAY_MS);
   return { start: isoDate(start), end: isoDate(end) };
 }
 

@@ -18,20 +18,30 @@
  * not run, which is safe to retry. Idle sockets close the same way, after one more full poll
  * of the event loop so that a request whose bytes had already arrived is still served.
  *
- * Pipelined requests dispatched before the drain all run, so all are answered: only the last
- * of a socket's responses carries `Connection: close`, since Node ends the socket after the
- * response that says so and would drop the answers queued behind it.
+ * Pipelined requests (HTTP/1.1 lets a client send several on one socket without waiting) are
+ * dispatched one at a time: the next only once the answer before it is out and the socket
+ * stays open. Node itself dispatches them all at once and queues their answers, and ends the
+ * socket after the first answer that says `Connection: close` (the drain's, a 413's, one an
+ * error cut short), so the requests queued behind it ran and their answers went nowhere.
+ * One at a time, whatever closes a socket closes it on requests that never ran.
  */
 import http from 'node:http';
 import net, { type AddressInfo, type Socket } from 'node:net';
 import type { RequestListener } from 'node:http';
 import type { Config } from './config.js';
+import type { ErrorCode } from './errors.js';
 import type { ShutdownStep } from './shutdown.js';
+
+/** A socket's request being answered, and the pipelined ones read behind it, not yet dispatched. */
+interface SocketRequests {
+  current: http.ServerResponse | undefined;
+  readonly waiting: [http.IncomingMessage, http.ServerResponse][];
+}
 
 export class DrainableServer {
   readonly server: http.Server;
-  /** Every open socket and the responses in flight on it. */
-  private readonly sockets = new Map<Socket, Set<http.ServerResponse>>();
+  /** Every open socket and its requests. */
+  private readonly sockets = new Map<Socket, SocketRequests>();
   /** Sockets that take no new request: they close once their answers are out. */
   private readonly closing = new WeakSet<Socket>();
   private draining = false;
@@ -45,35 +55,49 @@ export class DrainableServer {
       connectionsCheckingInterval: config.connectionsCheckingIntervalMs,
     });
     this.server.on('connection', (socket: Socket) => {
-      this.sockets.set(socket, new Set());
+      this.sockets.set(socket, { current: undefined, waiting: [] });
       socket.once('close', () => {
         this.sockets.delete(socket);
         this.checkIdle();
       });
     });
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => refuseUnreadable(err, socket, this.sockets.get(socket)?.current, this.closing));
     this.server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
       const socket = req.socket;
-      const active = this.sockets.get(socket) ?? new Set();
-      this.sockets.set(socket, active);
-      if (this.draining) {
-        if (this.closing.has(socket) || active.size > 0) {
-          // Never dispatched: the socket ends once the answers before this one are out.
-          this.closing.add(socket);
-          if (active.size === 0) this.closeWhenFlushed(socket);
-          return;
-        }
-        res.setHeader('Connection', 'close');
-        this.closing.add(socket);
+      let requests = this.sockets.get(socket);
+      if (requests === undefined) {
+        requests = { current: undefined, waiting: [] };
+        this.sockets.set(socket, requests);
       }
-      active.add(res);
-      res.once('close', () => {
-        active.delete(res);
-        // A response whose headers went out before the drain began still said keep-alive.
-        if (this.draining && active.size === 0) this.closeWhenFlushed(socket);
-        this.checkIdle();
-      });
-      app(req, res);
+      // Never dispatched: the socket ends once the answer before this one is out.
+      if (this.closing.has(socket)) return;
+      if (requests.current !== undefined) requests.waiting.push([req, res]);
+      else this.dispatch(app, socket, requests, req, res);
     });
+  }
+
+  private dispatch(app: RequestListener, socket: Socket, requests: SocketRequests, req: http.IncomingMessage, res: http.ServerResponse): void {
+    if (this.draining) {
+      res.setHeader('Connection', 'close');
+      this.closing.add(socket);
+    }
+    requests.current = res;
+    res.once('close', () => {
+      requests.current = undefined;
+      // Node has ended the socket after an answer that said close, or it was cut off: the
+      // requests read behind it never run.
+      const open = !socket.destroyed && !socket.writableEnded && !this.closing.has(socket);
+      const next = open ? requests.waiting.shift() : undefined;
+      if (next !== undefined) this.dispatch(app, socket, requests, ...next);
+      else if (!open || this.draining) {
+        requests.waiting.length = 0;
+        // An answer whose headers went out before the drain began still said keep-alive.
+        this.closing.add(socket);
+        this.closeWhenFlushed(socket);
+      }
+      this.checkIdle();
+    });
+    app(req, res);
   }
 
   listen(port: number): Promise<AddressInfo> {
@@ -88,7 +112,7 @@ export class DrainableServer {
 
   get inFlight(): number {
     let n = 0;
-    for (const active of this.sockets.values()) n += active.size;
+    for (const requests of this.sockets.values()) if (requests.current !== undefined) n++;
     return n;
   }
 
@@ -98,22 +122,20 @@ export class DrainableServer {
     // http.Server#close (Node >= 19) also destroys idle sockets at once, and a destroy that
     // races a request already on the wire answers it with a reset. Close just the listener.
     net.Server.prototype.close.call(this.server);
-    for (const [socket, active] of this.sockets) {
-      if (active.size === 0) continue;
+    for (const [socket, { current }] of this.sockets) {
+      if (current === undefined) continue;
+      // The one request running on the socket is answered in full, and the socket closes
+      // after it: the pipelined requests read behind it never run.
       this.closing.add(socket);
-      // Only the last request dispatched on the socket says close: Node closes the socket
-      // after the response that says so, and pipelined answers queued behind an earlier one
-      // would be dropped, though their requests ran. The client sends nothing more after it.
-      const last = [...active].at(-1)!;
-      if (!last.headersSent) last.setHeader('Connection', 'close');
+      if (!current.headersSent) current.setHeader('Connection', 'close');
     }
     return new Promise((resolve) => {
       // One more full poll: a request whose bytes reached an idle socket before the drain
       // began is read now and served with Connection: close.
       setImmediate(() =>
         setImmediate(() => {
-          for (const [socket, active] of this.sockets) {
-            if (active.size === 0) {
+          for (const [socket, { current }] of this.sockets) {
+            if (current === undefined) {
               this.closing.add(socket);
               this.closeWhenFlushed(socket);
             }
@@ -158,4 +180,50 @@ export class DrainableServer {
       resolve();
     }
   }
+}
+
+/** How long a socket refused for a request it could not read may still drain before it is destroyed. */
+const REFUSED_LINGER_MS = 1_000;
+
+/** Node's reasons for a request it could not read, answered in the API's error shape. */
+function unreadable(err: NodeJS.ErrnoException): { status: number; code: ErrorCode; message: string } {
+  switch (err.code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return { status: 431, code: 'HEADERS_TOO_LARGE', message: `The request line and headers are larger than the limit of ${http.maxHeaderSize} bytes` };
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return { status: 413, code: 'BODY_TOO_LARGE', message: 'The chunk extensions of the request body are too large' };
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return { status: 408, code: 'REQUEST_TIMEOUT', message: 'The request did not arrive in time (HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS)' };
+    default:
+      return { status: 400, code: 'BAD_REQUEST', message: 'The request is not valid HTTP/1.1' };
+  }
+}
+
+/**
+ * http.Server's 'clientError': bytes that are not a request Node can read (headers over the
+ * limit, a malformed line, data after `Connection: close`, a client too slow). Node's own
+ * answer has no body and destroys the socket at once, which can reset the answer away. Here:
+ * a request already read whole is answered in full, then the socket closes, and nothing after
+ * it runs; otherwise the answer is in the API's error shape, then a FIN, and the socket is
+ * destroyed a moment later if the client keeps sending.
+ */
+function refuseUnreadable(err: NodeJS.ErrnoException, socket: Socket, current: http.ServerResponse | undefined, closing: WeakSet<Socket>): void {
+  if (closing.has(socket) && socket.writableEnded) return;
+  closing.add(socket);
+  if (current !== undefined && current.req.complete && !socket.destroyed) {
+    if (!current.headersSent) current.setHeader('Connection', 'close');
+    socket.once('finish', () => setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref());
+    return;
+  }
+  if (socket.writable && err.code !== 'ECONNRESET' && !current?.headersSent) {
+    const { status, code, message } = unreadable(err);
+    const body = JSON.stringify({ error: { code, message } });
+    socket.end(
+      `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n\r\n${body}`,
+    );
+    setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref();
+    return;
+  }
+  socket.destroy();
 }

@@ -79,6 +79,25 @@ describe('body limit while streaming', () => {
     expect(r.closedAfterMs).toBeLessThan(8_000);
     expect(sent).toBeGreaterThan(1024);
   });
+  it('answers 413 to an upload that passes the limit, and the client still sending reads it: no reset', async () => {
+    const seen: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const body = new ReadableStream({
+        start(c) {
+          for (let k = 0; k < 2_000; k++) c.enqueue(new TextEncoder().encode('['.repeat(1_000)));
+          c.close();
+        },
+      });
+      seen.push(
+        await fetch(`http://127.0.0.1:${server.port}/accounts`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' }, body, duplex: 'half' } as RequestInit).then(
+          async (r) => `${r.status} ${((await r.json()) as { error: { code: string } }).error.code}`,
+          (e: Error & { cause?: { code?: string } }) => `failed: ${e.cause?.code ?? e.message}`,
+        ),
+      );
+    }
+    // Before: Node destroyed the socket as soon as the 413 was out, and the upload met a reset (EPIPE).
+    expect(seen).toEqual(Array(6).fill('413 BODY_TOO_LARGE'));
+  });
 });
 
 describe('slow clients', () => {

@@ -9,7 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApi } from '../app/api.js';
 import { MAX_JSON_DEPTH, MAX_JSON_ELEMENTS } from '../app/api/json-bounds.js';
 import { MAX_LIVE_KEYS } from '../app/api/keys.js';
+import { MAX_PAGE } from '../app/api/request.js';
 import { MAX_FUTURE_SKEW_MS } from '../app/api/usage.js';
+import { DAY_MS, MAX_UNIT_PRICE_CENTS, MAX_USAGE_QUANTITY } from '../app/billing.js';
 import { loadConfig } from '../app/config.js';
 import { createPool, type Pool } from '../app/db.js';
 import { DrainableServer } from '../app/http-server.js';
@@ -54,6 +56,12 @@ async function call(key: string | null, method: string, path: string, body?: unk
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
 }
 const admin = (method: string, path: string, body?: unknown) => call(ADMIN_KEY, method, path, body);
+/** An answer's text as it came over the wire, before JSON.parse rounds any number. */
+async function rawCall(method: string, path: string, body?: unknown): Promise<string> {
+  const res = await fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  expect(res.status, path).toBeLessThan(300);
+  return res.text();
+}
 
 let seq = 0;
 async function newAccount(createdAt?: string): Promise<{ id: string; key: string; keyId: string }> {
@@ -134,6 +142,14 @@ describe('dates', () => {
     expect(r.status).toBe(400);
     expect(r.body.error.message).toBe('Invalid query: from: must be in 1970 or later (UTC)');
     expect((await call(a.key, 'GET', `/accounts/${a.id}/usage?from=${encodeURIComponent('1970-01-01T00:00:00-01:00')}`)).status).toBe(200);
+    // The epoch itself, written in offsets from -14:00 to +14:00, is in; a millisecond earlier is out.
+    for (let hours = -14; hours <= 14; hours++) {
+      const offset = `${hours < 0 ? '-' : '+'}${String(Math.abs(hours)).padStart(2, '0')}:00`;
+      const local = (ms: number) => `${new Date(ms + hours * 3_600_000).toISOString().slice(0, 23)}${offset}`;
+      const from = (at: string) => call(a.key, 'GET', `/accounts/${a.id}/usage?from=${encodeURIComponent(at)}`);
+      expect((await from(local(0))).status, local(0)).toBe(200);
+      expect((await from(local(-1))).status, local(-1)).toBe(400);
+    }
   });
 
   it('refuses usage dated before its account existed, or further ahead than the skew, with 422', async () => {
@@ -151,6 +167,67 @@ describe('dates', () => {
   });
 });
 
+describe('billable dates', () => {
+  it('takes the creation instant in any offset or precision as the first billable one', async () => {
+    const a = await newAccount('2026-03-01T12:00:00Z');
+    const post = (occurredAt: string) => call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt });
+    for (const at of ['2026-03-01T13:00:00+01:00', '2026-03-01T11:00:00-01:00', '2026-03-02T02:00:00+14:00', '2026-03-01T12:00:00.000000001Z', '2026-03-01T12:00:00-00:00']) {
+      expect((await post(at)).status, at).toBe(201);
+    }
+    for (const at of ['2026-03-01T12:59:59.999+01:00', '2026-03-01T11:59:59.999999999Z', '2026-02-28T21:59:59-14:00']) {
+      const r = await post(at);
+      expect(r.status, at).toBe(422);
+      expect(r.body.error).toMatchObject({ code: 'USAGE_NOT_BILLABLE', details: { field: 'occurredAt' } });
+    }
+    expect(await db.query('SELECT 1 FROM usage WHERE account_id = $1', [a.id])).toHaveLength(5);
+  });
+
+  it('answers a date that is not one with one message, naming the field', async () => {
+    const a = await newAccount('2026-01-01');
+    for (const at of ['2026-06-30T23:59:60Z', '2026-13-01T00:00:00Z', '2026-06-01T12:00:00+15', '2026-06-01T12:00:00z']) {
+      const r = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt: at });
+      expect(r.status, at).toBe(400);
+      expect(r.body.error.details.fields, at).toEqual([{ field: 'occurredAt', message: 'Invalid ISO datetime' }]);
+    }
+    const day = await admin('POST', `/accounts/${a.id}/invoices`, { periodStart: '2026-3-01' });
+    expect(day.body.error.details.fields).toEqual([{ field: 'periodStart', message: 'must be a date YYYY-MM-DD' }]);
+  });
+
+  it('refuses to bill a day before the account existed (422) or one that has not ended, up to 9999-12-31 (400); nothing is stored', async () => {
+    const a = await newAccount('2026-03-01T12:00:00Z');
+    const bill = (periodStart: string) => admin('POST', `/accounts/${a.id}/invoices`, { periodStart });
+    for (const day of ['2026-02-28', '1970-01-01']) {
+      const r = await bill(day);
+      expect(r, day).toMatchObject({ status: 422, body: { error: { code: 'PERIOD_NOT_BILLABLE', details: { field: 'periodStart' } } } });
+      expect(r.body.error.message).toBe(`periodStart ${day} is before account ${a.id} was created (2026-03-01T12:00:00.000Z); it is billed from that day on`);
+    }
+    const today = new Date().toISOString().slice(0, 10);
+    for (const day of [today, '2099-01-01', '9999-12-31']) {
+      const r = await bill(day);
+      expect(r.status, day).toBe(400);
+      expect(r.body.error.details.fields, day).toEqual([{ field: 'periodStart', message: 'must be a day that has ended (UTC)' }]);
+    }
+    expect(await db.query('SELECT 1 FROM invoices WHERE account_id = $1', [a.id])).toHaveLength(0);
+    expect((await bill('2026-03-01')).status).toBe(201);
+  });
+});
+
+describe('usage no invoice would count', () => {
+  it('refuses usage for a suspended or closed account with 409, and stores nothing; a retry of an earlier event still answers 200', async () => {
+    for (const status of ['suspended', 'closed']) {
+      const a = await newAccount('2026-01-01');
+      const earlier = { metric: 'api_calls', quantity: 3, idempotencyKey: 'before' };
+      expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, earlier)).status).toBe(201);
+      await db.query('UPDATE accounts SET status = $2 WHERE id = $1', [a.id, status]);
+      const r = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1 });
+      expect(r, status).toMatchObject({ status: 409, body: { error: { code: 'CONFLICT', message: `Account ${a.id} is ${status}; only active accounts are billed, so its usage is refused` } } });
+      expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, earlier)).status).toBe(200);
+      expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, { ...earlier, quantity: 4 })).status).toBe(422);
+      expect(await db.query('SELECT 1 FROM usage WHERE account_id = $1', [a.id])).toHaveLength(1);
+    }
+  });
+});
+
 describe('exact numbers', () => {
   it('answers sums past 2^53 exactly, as decimal strings', async () => {
     const a = await newAccount('2026-01-01');
@@ -160,6 +237,37 @@ describe('exact numbers', () => {
     expect(inv.status).toBe(201);
     expect(inv.body).toMatchObject({ quantity: '9007199254740993', amountCents: '9007199254740993' });
     expect((await call(a.key, 'GET', `/invoices/${inv.body.id}`)).body.amountCents).toBe('9007199254740993');
+  });
+
+  it('answers every number exactly at the input bounds: integers per event, decimal strings for sums past 2^53', async () => {
+    const a = await admin('POST', '/accounts', { name: 'Max', email: `max-${Date.now()}@example.com`, unitPriceCents: MAX_UNIT_PRICE_CENTS });
+    expect(a.body.unitPriceCents).toBe(MAX_UNIT_PRICE_CENTS);
+    await db.query(`UPDATE accounts SET created_at = now() - interval '3 days' WHERE id = $1`, [a.body.id]);
+    const yesterday = new Date(Date.now() - DAY_MS).toISOString().slice(0, 10);
+    const atMax = await admin('POST', `/accounts/${a.body.id}/usage`, { metric: 'api_calls', quantity: MAX_USAGE_QUANTITY, occurredAt: `${yesterday}T12:00:00Z` });
+    expect(atMax.body.quantity).toBe(MAX_USAGE_QUANTITY);
+    // Enough events at both maxima for the day's amount to pass 2^53: the rows the API would take, written in one statement.
+    const events = Math.ceil(Number.MAX_SAFE_INTEGER / (MAX_USAGE_QUANTITY * MAX_UNIT_PRICE_CENTS));
+    await db.query(`INSERT INTO usage (account_id, metric, quantity, occurred_at) SELECT $1, 'api_calls', $2, $3::timestamptz FROM generate_series(1, $4)`, [a.body.id, MAX_USAGE_QUANTITY, `${yesterday}T13:00:00Z`, events]);
+    await db.query('REFRESH MATERIALIZED VIEW account_usage_30d');
+    const quantity = BigInt(events + 1) * BigInt(MAX_USAGE_QUANTITY);
+    const answers = [
+      await rawCall('POST', `/accounts/${a.body.id}/invoices`, { periodStart: yesterday }),
+      await rawCall('GET', `/accounts/${a.body.id}/invoices`),
+      await rawCall('GET', `/accounts/${a.body.id}`),
+      await rawCall('GET', `/accounts/${a.body.id}/usage?limit=${MAX_PAGE}`),
+      await rawCall('GET', `/accounts?limit=${MAX_PAGE}`),
+    ];
+    expect(JSON.parse(answers[0]!)).toMatchObject({ quantity: String(quantity), amountCents: String(quantity * BigInt(MAX_UNIT_PRICE_CENTS)) });
+    expect(BigInt(JSON.parse(answers[0]!).amountCents)).toBeGreaterThan(BigInt(Number.MAX_SAFE_INTEGER));
+    expect(JSON.parse(answers[2]!).usage30d.quantity).toBe(String(quantity));
+    // In the raw text, every JSON number is a plain safe integer: no fraction, no exponent, nothing past 2^53.
+    for (const text of answers) {
+      for (const [, n] of text.matchAll(/[:[,](-?[\d.eE+-]+)(?=[,\]}])/g)) {
+        expect(n, text.slice(0, 200)).toMatch(/^\d+$/);
+        expect(Number.isSafeInteger(Number(n)), n).toBe(true);
+      }
+    }
   });
 
   it("formats usage30d's timestamps like every other timestamp", async () => {
@@ -181,6 +289,15 @@ describe('keys', () => {
     expect(over).toMatchObject({ status: 409, body: { error: { code: 'TOO_MANY_KEYS', message: `Account ${a.id} already has ${MAX_LIVE_KEYS} live API keys, the most allowed; revoke one first` } } });
     expect((await admin('DELETE', `/accounts/${a.id}/api-keys/${a.keyId}`)).status).toBe(200);
     expect((await admin('POST', `/accounts/${a.id}/api-keys`)).status).toBe(201);
+  });
+
+  it('holds the cap against mints racing in parallel', async () => {
+    const a = await newAccount();
+    const mints = await Promise.all(Array.from({ length: 2 * MAX_LIVE_KEYS }, () => admin('POST', `/accounts/${a.id}/api-keys`)));
+    const statuses = mints.map((m) => m.status);
+    expect(statuses.filter((s) => s === 201)).toHaveLength(MAX_LIVE_KEYS - 1);
+    expect(statuses.filter((s) => s === 409)).toHaveLength(MAX_LIVE_KEYS + 1);
+    expect(await db.query('SELECT 1 FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL', [a.id])).toHaveLength(MAX_LIVE_KEYS);
   });
 
   it('lets no account key mint a key, so revoking a leaked key leaves nothing behind', async () => {

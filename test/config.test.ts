@@ -6,6 +6,9 @@ import { keepAliveTimeoutMs, shutdownTimeoutMs, ECS_DEFAULT_STOP_TIMEOUT_SECONDS
 import { run } from './helpers/process.js';
 
 const DB = { DATABASE_URL: 'postgres://u:p@127.0.0.1:1/db' };
+/** Made with `openssl rand -hex 16` and `openssl rand -base64 32 | tr '+/' '-_'`: random keys the rules must let through. */
+const RANDOM_HEX_KEY = '0396525d79c119b520fbe7268763c7fa';
+const RANDOM_BASE64URL_43 = 'z4YEEmptIB46ZPXOFstLw_pjmH7EIIzSM8-v-vi_jd8';
 
 describe('configuration', () => {
   it('derives its timing defaults from the same functions as the stack', () => {
@@ -34,7 +37,25 @@ describe('configuration', () => {
     for (const key of ['a'.repeat(32), 'ab'.repeat(32), 'abcdefg'.repeat(5)]) {
       expect(() => loadConfig({ ...DB, ADMIN_API_KEY: key })).toThrow(/ADMIN_API_KEY="\(hidden\)": accepts a random key of at least 8 distinct characters \(for example: openssl rand -base64 48\)/);
     }
-    expect(loadConfig({ ...DB, ADMIN_API_KEY: '0123456789abcdef0123456789abcdef' }).ADMIN_API_KEY).toBeDefined();
+    expect(loadConfig({ ...DB, ADMIN_API_KEY: RANDOM_HEX_KEY }).ADMIN_API_KEY).toBe(RANDOM_HEX_KEY);
+  });
+
+  it('refuses an admin key that repeats a block of itself, is a run of characters, or looks like an account key', () => {
+    const refused = (key: string, why: RegExp) => expect(() => loadConfig({ ...DB, ADMIN_API_KEY: key }), key).toThrow(why);
+    for (const key of ['abcdefgh'.repeat(4), '0123456789abcdef0123456789abcdef', 'password123'.repeat(3), `${'abcdefgh'.repeat(3)}Xq9_mZ2k`]) {
+      refused(key, /ADMIN_API_KEY="\(hidden\)": accepts a random key, not one that repeats a block of itself/);
+    }
+    for (const key of ['abcdefghijklmnopqrstuvwxyz012345', '0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ']) {
+      refused(key, /ADMIN_API_KEY="\(hidden\)": accepts a random key, not a run of consecutive characters/);
+    }
+    refused(`sbk_${RANDOM_BASE64URL_43}`, /ADMIN_API_KEY="\(hidden\)": accepts a key that does not start with sbk_, the prefix of account API keys/);
+    for (const key of [` ${RANDOM_HEX_KEY}`, `${RANDOM_HEX_KEY}\n`, `${RANDOM_HEX_KEY.slice(0, 16)}\t${RANDOM_HEX_KEY.slice(16)}`]) {
+      refused(key, /ADMIN_API_KEY="\(hidden\)": accepts printable ASCII without spaces/);
+    }
+    // Keys made from random bytes pass whatever their alphabet, and so does the tests' made-up key with a run in it.
+    for (const key of [RANDOM_HEX_KEY, RANDOM_BASE64URL_43, 'test-admin-key-0123456789abcdefghijklmnop', 'fault-tests-admin-key-0123456789abcdef0123456789abcdef']) {
+      expect(loadConfig({ ...DB, ADMIN_API_KEY: key }).ADMIN_API_KEY, key).toBe(key);
+    }
   });
 
   it('builds the connection from the database secret fields when DATABASE_URL is unset', () => {
@@ -74,6 +95,14 @@ describe('the entry with bad input', () => {
     expect(r.stderr).toMatch(/Invalid configuration:\n\s+KEEP_ALIVE_TIMEOUT_MS="soon": accepts a whole number \(milliseconds\)/);
     expect(r.stderr).not.toMatch(/\n\s+at /);
     expect(r.stdout).toBe('');
+  });
+
+  it('exits 2 at start-up on an admin key that repeats itself, naming the rule and hiding the key', async () => {
+    const r = await run([], { ...DB, ADMIN_API_KEY: 'abcdefgh'.repeat(4) });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/Invalid configuration:\n\s+ADMIN_API_KEY="\(hidden\)": accepts a random key, not one that repeats a block of itself/);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(r.stderr).not.toContain('abcdefgh'.repeat(2));
   });
 
   it('exits 2 on an unknown job and lists the known ones', async () => {

@@ -1,19 +1,22 @@
 /**
- * Pipelined requests on one socket across the drain, made deterministic: a slow request is
- * held open by the test, two POSTs are pipelined behind it on the same socket, and the
- * drain begins while the slow one runs. Every request the server dispatched must be answered
- * in full, in order, the last one with `Connection: close`; a request that arrives after the
- * drain began is never dispatched. Never run, then dropped.
+ * Pipelined requests on one socket (HTTP/1.1 lets a client send several without waiting),
+ * made deterministic: the test holds each request open until it lets it go, and knows when
+ * the server has read the bytes it sent (the server socket's bytesRead). The rule: a socket
+ * runs one request at a time, the next only once the answer before it is out and the socket
+ * stays open; so whatever closes a socket (the drain, an answer that says close, bytes that
+ * are not HTTP) closes it on requests that never ran. Never run, then dropped.
  */
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../app/config.js';
 import { DrainableServer } from '../app/http-server.js';
 
 const config = loadConfig({ DATABASE_URL: 'postgres://unused@127.0.0.1/none' });
 const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: test\r\n\r\n`;
-const post = (path: string) => `POST ${path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`;
+const del = (path: string) => `DELETE ${path} HTTP/1.1\r\nHost: test\r\n\r\n`;
+const post = (path: string, body = '{}') => `POST ${path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
 
 async function until(condition: () => boolean, what: string): Promise<void> {
   const deadline = Date.now() + 10_000;
@@ -23,64 +26,140 @@ async function until(condition: () => boolean, what: string): Promise<void> {
   }
 }
 
-/** Runs the scenario; `postsBeforeDrain` says whether the POSTs reach the server before drain() begins. */
-async function pipeline(postsBeforeDrain: boolean) {
+/**
+ * A server whose every request waits until the test releases it (as if for the database),
+ * then answers `done <url>` after reading its body; `answer` may change that answer.
+ */
+async function heldServer(answer: (req: IncomingMessage, res: ServerResponse, body: string) => void = (req, res, body) => res.end(`done ${req.url}${body ? ` ${body}` : ''}`)) {
   const dispatched: string[] = [];
-  let releaseSlow!: () => void;
-  const slowHeld = new Promise<void>((resolve) => (releaseSlow = resolve));
+  const releases = new Map<string, () => void>();
+  let serverSocket: net.Socket | undefined;
   const server = new DrainableServer((req, res) => {
     dispatched.push(req.url!);
-    req.resume();
-    // Every request "waits for the database" until the test lets it go, after drain() began.
-    void slowHeld.then(() => res.end(`done ${req.url}`));
+    let body = '';
+    req.setEncoding('utf8').on('data', (c: string) => (body += c));
+    const held = new Promise<void>((resolve) => releases.set(req.url!, resolve));
+    req.once('end', () => void held.then(() => answer(req, res, body)));
   }, config);
+  server.server.on('connection', (s: net.Socket) => (serverSocket = s));
   const { port } = await server.listen(0);
   const socket = net.connect(port, '127.0.0.1');
   let received = '';
+  let written = 0;
   socket.setEncoding('utf8').on('data', (c: string) => (received += c));
   socket.on('error', () => {});
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-
-  socket.write(get('/slow'));
-  await until(() => dispatched.includes('/slow'), 'the slow request to run');
-  let drained: Promise<void>;
-  if (postsBeforeDrain) {
-    socket.write(post('/usage-1') + post('/usage-2'));
-    await until(() => dispatched.length === 3, 'the pipelined POSTs to be dispatched');
-    drained = server.drain();
-  } else {
-    drained = server.drain();
-    // Two full loop turns: the drain has begun before these bytes can be read.
-    await new Promise<void>((r) => setImmediate(() => setImmediate(r)));
-    socket.write(post('/usage-1') + post('/usage-2'));
-    await sleep(50);
-  }
-  releaseSlow();
-  await drained;
-  await Promise.race([closed, sleep(10_000)]);
-  const answers = received.split(/(?=HTTP\/1\.1 )/).filter(Boolean);
-  return { dispatched, answers, closed: socket.destroyed || socket.readableEnded };
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  return {
+    server,
+    dispatched,
+    release: (url: string) => releases.get(url)!(),
+    /** Writes `data` and resolves once the server has read all of it (and so parsed every request in it). */
+    async send(data: string) {
+      written += Buffer.byteLength(data);
+      socket.write(data);
+      await until(() => (serverSocket?.bytesRead ?? 0) >= written, 'the server to read what was sent');
+    },
+    answers: () => received.split(/(?=HTTP\/1\.1 )/).filter(Boolean),
+    closed: () => Promise.race([closed.then(() => true), sleep(10_000).then(() => false)]),
+  };
 }
 
-describe('pipelined requests on one socket during the drain', () => {
-  it('answers every dispatched request in full, in order, the last with Connection: close', async () => {
-    const { dispatched, answers, closed } = await pipeline(true);
-    expect(dispatched).toEqual(['/slow', '/usage-1', '/usage-2']);
-    expect(answers).toHaveLength(3);
-    answers.forEach((a, i) => {
-      expect(a).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
-      expect(a.endsWith(`done ${dispatched[i]}`)).toBe(true);
-    });
-    expect(answers.at(-1)).toMatch(/\r\nConnection: close\r\n/i);
-    expect(closed).toBe(true);
+describe('pipelined requests on one socket', () => {
+  it('runs them one at a time, in order, and answers each in full: GET, POST and DELETE', async () => {
+    const s = await heldServer();
+    await s.send(get('/a') + post('/b', '{"n":1}') + del('/c'));
+    // Read, and not dispatched while the one before is unanswered.
+    expect(s.dispatched).toEqual(['/a']);
+    s.release('/a');
+    await until(() => s.dispatched.length === 2, 'the POST to run');
+    expect(s.answers()).toHaveLength(1);
+    s.release('/b');
+    await until(() => s.dispatched.length === 3, 'the DELETE to run');
+    s.release('/c');
+    await until(() => s.answers().length === 3, 'three answers');
+    expect(s.answers().map((a) => a.slice(a.indexOf('\r\n\r\n') + 4))).toEqual(['done /a', 'done /b {"n":1}', 'done /c']);
+    await s.server.drain();
+    expect(await s.closed()).toBe(true);
   });
 
-  it('never dispatches pipelined requests that arrive after the drain began, and answers the one running', async () => {
-    const { dispatched, answers, closed } = await pipeline(false);
-    expect(dispatched).toEqual(['/slow']);
-    expect(answers).toHaveLength(1);
-    expect(answers[0]).toMatch(/\r\nConnection: close\r\n/i);
-    expect(answers[0]!.endsWith('done /slow')).toBe(true);
-    expect(closed).toBe(true);
+  it('drain: answers the one running with Connection: close, and never runs the pipelined ones read behind it', async () => {
+    const s = await heldServer();
+    await s.send(get('/slow'));
+    await s.send(post('/usage-1') + post('/usage-2'));
+    const drained = s.server.drain();
+    s.release('/slow');
+    await drained;
+    expect(await s.closed()).toBe(true);
+    expect(s.dispatched).toEqual(['/slow']);
+    expect(s.answers()).toHaveLength(1);
+    expect(s.answers()[0]).toMatch(/\r\nConnection: close\r\n/i);
+    expect(s.answers()[0]!.endsWith('done /slow')).toBe(true);
+  });
+
+  it('drain: never dispatches pipelined requests that arrive after the drain began, and answers the one running', async () => {
+    const s = await heldServer();
+    await s.send(get('/slow'));
+    const drained = s.server.drain();
+    // Two full loop turns: the drain has begun before these bytes can be read.
+    await new Promise<void>((r) => setImmediate(() => setImmediate(r)));
+    await s.send(post('/usage-1') + post('/usage-2'));
+    s.release('/slow');
+    await drained;
+    expect(await s.closed()).toBe(true);
+    expect(s.dispatched).toEqual(['/slow']);
+    expect(s.answers()).toHaveLength(1);
+    expect(s.answers()[0]).toMatch(/\r\nConnection: close\r\n/i);
+  });
+
+  it('drain: a request whose body is still arriving when the drain begins is read to its end and answered in full', async () => {
+    const s = await heldServer();
+    const whole = post('/late-body', '{"metric":"late"}');
+    await s.send(whole.slice(0, -8));
+    expect(s.dispatched).toEqual(['/late-body']);
+    const drained = s.server.drain();
+    await new Promise<void>((r) => setImmediate(() => setImmediate(r)));
+    await s.send(whole.slice(-8) + post('/behind'));
+    s.release('/late-body');
+    await drained;
+    expect(await s.closed()).toBe(true);
+    expect(s.dispatched).toEqual(['/late-body']);
+    expect(s.answers()).toHaveLength(1);
+    expect(s.answers()[0]!.endsWith('done /late-body {"metric":"late"}')).toBe(true);
+  });
+
+  it('an answer that closes the connection (a 413 does) closes it on pipelined requests that never ran', async () => {
+    const s = await heldServer((req, res, body) => {
+      if (req.url === '/too-large') res.setHeader('Connection', 'close');
+      res.end(`done ${req.url}${body ? ` ${body}` : ''}`);
+    });
+    await s.send(post('/too-large') + post('/usage-1') + get('/after'));
+    s.release('/too-large');
+    expect(await s.closed()).toBe(true);
+    expect(s.dispatched).toEqual(['/too-large']);
+    expect(s.answers()).toHaveLength(1);
+    await s.server.drain();
+  });
+
+  it('bytes after a request with Connection: close are not read as requests: that request is answered in full', async () => {
+    const s = await heldServer();
+    await s.send(post('/closing').replace('Host: test\r\n', 'Host: test\r\nConnection: close\r\n') + post('/usage-1'));
+    s.release('/closing');
+    expect(await s.closed()).toBe(true);
+    expect(s.dispatched).toEqual(['/closing']);
+    expect(s.answers()).toHaveLength(1);
+    expect(s.answers()[0]!.endsWith('done /closing {}')).toBe(true);
+    await s.server.drain();
+  });
+
+  it('a malformed request behind one in flight: the one in flight is answered in full, the socket closes, nothing else runs', async () => {
+    const s = await heldServer();
+    await s.send(get('/first') + 'NOT HTTP AT ALL\r\n\r\n' + get('/never'));
+    s.release('/first');
+    expect(await s.closed()).toBe(true);
+    expect(s.dispatched).toEqual(['/first']);
+    expect(s.answers()).toHaveLength(1);
+    expect(s.answers()[0]!.endsWith('done /first')).toBe(true);
+    await s.server.drain();
   });
 });

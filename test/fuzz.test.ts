@@ -3,7 +3,8 @@
  * admin key, an account key, another tenant's key, a revoked key and no key, against a real
  * server process on a real Postgres. Properties:
  * - never a 5xx;
- * - every 4xx has the documented error shape (and a 401 says how to authenticate);
+ * - every answer's status is one the document lists for its route, and every 4xx has the
+ *   documented error shape (and a 401 says how to authenticate);
  * - a valid request is answered with a documented status, and a 2xx body as its schema says;
  * - no tenant ever sees another's rows;
  * - /livez stays 200.
@@ -109,6 +110,8 @@ async function send(req: Request): Promise<{ status: number; headers: Headers; b
 function checkAlways(req: Request, r: Awaited<ReturnType<typeof send>>): void {
   const what = `${req.caller} ${req.op.method} ${req.path}?${req.query} ${req.mutated ?? 'valid'} -> ${r.status} ${r.text.slice(0, 300)}`;
   expect(r.status, what).toBeLessThan(500);
+  // Whatever was sent, by whoever: the answer's status is one the document lists for the route.
+  expect(req.op.statuses, what).toContain(r.status);
   if (r.status >= 400) {
     expect(r.body?.error?.code, what).toMatch(ERROR_CODES);
     expect(typeof r.body.error.message, what).toBe('string');

@@ -51,4 +51,28 @@ describe('the OpenAPI document', () => {
     expect(paths).toEqual(expect.arrayContaining(['/accounts', '/accounts/{id}/usage', '/accounts/{id}/api-keys/{keyId}', '/livez', '/openapi.json']));
     expect((await fetch(`${base}/accounts`)).status).toBe(401);
   });
+
+  it('is served byte for byte as committed, with no key or with a bad one', async () => {
+    const committed = readFileSync(OPENAPI_FILE, 'utf8');
+    for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: `Bearer sbk_${'A'.repeat(43)}` }, { authorization: 'Basic x' }]) {
+      const res = await fetch(`${base}/openapi.json`, { headers });
+      expect(res.status, JSON.stringify(headers)).toBe(200);
+      expect(await res.text()).toBe(committed);
+    }
+  });
+
+  it('documents every route the app serves, and serves every route it documents', () => {
+    const app = createApi({ pool, logger: createLogger('silent'), config: loadConfig({ DATABASE_URL: 'postgres://unused@127.0.0.1:1/none' }), isDraining: () => false });
+    interface Layer { route?: { path: string; methods: Record<string, boolean> }; handle?: { stack?: Layer[] } }
+    const served: string[] = [];
+    const walk = (stack: Layer[]) => {
+      for (const layer of stack) {
+        if (layer.route) for (const m of Object.keys(layer.route.methods)) served.push(`${m} ${layer.route.path.replace(/:(\w+)/g, '{$1}')}`);
+        else if (layer.handle?.stack) walk(layer.handle.stack);
+      }
+    };
+    walk((app as unknown as { router: { stack: Layer[] } }).router.stack);
+    const documented = Object.entries(openApiDocument().paths as Record<string, object>).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m} ${path}`));
+    expect(served.sort()).toEqual(documented.sort());
+  });
 });

@@ -24,7 +24,7 @@ export const account = z.strictObject({
   email: z.string(),
   plan: z.enum(['free', 'standard', 'enterprise']),
   status: z.string(),
-  unitPriceCents: z.number().int(),
+  unitPriceCents: z.number().int().min(0).max(MAX_UNIT_PRICE_CENTS).describe('an exact JSON integer, bounded by the input'),
   createdAt: timestampOut,
 });
 export const accountWithUsage = account.extend({

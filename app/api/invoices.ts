@@ -10,7 +10,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { requireOperator } from '../auth.js';
-import { billAccounts, dayPeriod, type BillingPeriod } from '../billing.js';
+import { billAccounts, DAY_MS, dayPeriod, type BillingPeriod } from '../billing.js';
 import { UserError } from '../errors.js';
 import type { Queryable } from '../tenancy.js';
 import { accountPath, accountRows, found, isoDay, page, pageOf, parse, requireAccount, type CallerDb } from './request.js';
@@ -44,10 +44,12 @@ export function invoicesRouter(db: CallerDb): Router {
     requireOperator(res, 'bill accounts');
     const { id: accountId } = parse(accountPath, req.params, 'path');
     const body = parse(newInvoice, req.body, 'body');
-    const period = dayPeriod(new Date(`${body.periodStart}T00:00:00Z`));
-    if (period.end > new Date().toISOString().slice(0, 10)) {
+    const start = Date.parse(`${body.periodStart}T00:00:00Z`);
+    // Compared as instants: the day after 9999-12-31 has no four-digit year to compare as text.
+    if (start + DAY_MS > Date.now()) {
       throw new UserError('VALIDATION_FAILED', `Invalid body: periodStart ${body.periodStart} has not ended yet; only past days can be billed`, 400, { fields: [{ field: 'periodStart', message: 'must be a day that has ended (UTC)' }] });
     }
+    const period = dayPeriod(new Date(start));
     const { inserted, invoice } = await db.as(res, (c) => billOne(c, accountId, period));
     res.status(inserted > 0 ? 201 : 200).json(found(invoice, 'invoice for account', `${accountId} on ${period.start} (the account was created after that day)`));
   });
@@ -64,6 +66,10 @@ async function billOne(db: Queryable, accountId: string, period: BillingPeriod):
   const account = await requireAccount(db, accountId);
   if (account.status !== 'active') {
     throw new UserError('CONFLICT', `Account ${accountId} is ${account.status}; only active accounts are billed`, 409);
+  }
+  // billAccounts' rule: an account is billed for the days that end after it was created.
+  if (account.createdAt.getTime() >= Date.parse(`${period.end}T00:00:00Z`)) {
+    throw new UserError('PERIOD_NOT_BILLABLE', `periodStart ${period.start} is before account ${accountId} was created (${account.createdAt.toISOString()}); it is billed from that day on`, 422, { field: 'periodStart' });
   }
   const result = await billAccounts(db, period, { accountId });
   const { rows } = await db.query(`SELECT ${INVOICE_COLUMNS} FROM invoices WHERE account_id = $1 AND period_start = $2`, [accountId, period.start]);

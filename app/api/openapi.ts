@@ -40,9 +40,9 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'get', path: '/accounts/{id}/usage', summary: "A page of the account's usage events", who: 'operator or account', params: accountPath, query: usageQuery, ok: [200, pageBody(usageEvent)] },
   { method: 'post', path: '/accounts/{id}/usage', summary: 'Report a usage event (200: a retry with the same idempotency key)', who: 'operator or account', params: accountPath, body: newUsage, ok: [201, usageEvent], also: [200, 409, 413, 415, 422] },
   { method: 'get', path: '/accounts/{id}/invoices', summary: "A page of the account's invoices", who: 'operator or account', params: accountPath, query: page, ok: [200, pageBody(invoice)] },
-  { method: 'post', path: '/accounts/{id}/invoices', summary: 'Bill one past UTC day now (200: it already existed)', who: 'operator', params: accountPath, body: newInvoice, ok: [201, invoice], also: [200, 403, 409, 413, 415] },
+  { method: 'post', path: '/accounts/{id}/invoices', summary: 'Bill one past UTC day now (200: it already existed)', who: 'operator', params: accountPath, body: newInvoice, ok: [201, invoice], also: [200, 403, 409, 413, 415, 422] },
   { method: 'get', path: '/invoices/{id}', summary: 'One invoice', who: 'operator or account', params: accountPath, ok: [200, invoice] },
-  { method: 'post', path: '/accounts/{id}/api-keys', summary: 'Mint an API key (the key is in this answer only)', who: 'operator', params: accountPath, ok: [201, mintedKey], also: [403, 409] },
+  { method: 'post', path: '/accounts/{id}/api-keys', summary: 'Mint an API key (the key is in this answer only)', who: 'operator', params: accountPath, ok: [201, mintedKey], also: [403, 409, 413, 415] },
   { method: 'get', path: '/accounts/{id}/api-keys', summary: "A page of the account's keys (prefixes only)", who: 'operator or account', params: accountPath, query: page, ok: [200, pageBody(apiKey)] },
   { method: 'delete', path: '/accounts/{id}/api-keys/{keyId}', summary: 'Revoke a key, at once', who: 'operator or account', params: keyPath, ok: [200, apiKey] },
 ];
@@ -113,9 +113,12 @@ export function openApiDocument(): Record<string, unknown> {
   };
 }
 
+/** The document as text: what GET /openapi.json answers, byte for byte the committed docs/openapi.json. */
+export const openApiText = () => `${JSON.stringify(openApiDocument(), null, 2)}\n`;
+
 export function openApiRouter(): Router {
   const router = Router();
-  const body = JSON.stringify(openApiDocument());
+  const body = openApiText();
   router.get('/openapi.json', (_req, res) => {
     res.type('application/json').send(body);
   });

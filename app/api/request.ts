@@ -28,16 +28,23 @@ function offsetMinutes(v: string): number {
   return m ? Number(m[2]) * 60 + Number(m[3]) : 0;
 }
 
+// zod runs every check, even after the format has failed: each check below passes a value that
+// failed an earlier one, so a bad value gets one message, the one that says what is wrong.
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+const atUtcMidnight = (v: string) => Date.parse(`${v}T00:00:00Z`);
+const realDay = (v: string) => !Number.isNaN(atUtcMidnight(v)) && new Date(atUtcMidnight(v)).toISOString().startsWith(v);
+
 export const timestamp = z.iso
   .datetime({ offset: true })
-  .refine((v) => offsetMinutes(v) <= MAX_OFFSET_HOURS * 60, { message: `must have a UTC offset between -${MAX_OFFSET_HOURS}:00 and +${MAX_OFFSET_HOURS}:00` })
-  .refine((v) => Date.parse(v) >= EPOCH_MS, yearMessage);
+  .refine((v) => !DATE_TIME.test(v) || offsetMinutes(v) <= MAX_OFFSET_HOURS * 60, { message: `must have a UTC offset between -${MAX_OFFSET_HOURS}:00 and +${MAX_OFFSET_HOURS}:00` })
+  .refine((v) => !DATE_TIME.test(v) || Number.isNaN(Date.parse(v)) || Date.parse(v) >= EPOCH_MS, yearMessage);
 
 export const isoDay = z
   .string()
-  .regex(/^\d{4}-\d{2}-\d{2}$/, { message: 'must be a date YYYY-MM-DD' })
-  .refine((v) => !Number.isNaN(Date.parse(`${v}T00:00:00Z`)) && new Date(`${v}T00:00:00Z`).toISOString().startsWith(v), { message: 'must be a real calendar date' })
-  .refine((v) => Date.parse(`${v}T00:00:00Z`) >= EPOCH_MS, yearMessage);
+  .regex(DAY, { message: 'must be a date YYYY-MM-DD' })
+  .refine((v) => !DAY.test(v) || realDay(v), { message: 'must be a real calendar date' })
+  .refine((v) => !DAY.test(v) || !realDay(v) || atUtcMidnight(v) >= EPOCH_MS, yearMessage);
 
 export const page = z.object({
   limit: z.coerce.number().int().min(1).max(MAX_PAGE).default(20),

@@ -3,8 +3,9 @@
  *
  * Usage the account would never be billed for is refused, so nothing is stored that no
  * invoice will ever count: dated before the account was created (422), further ahead of the
- * server's clock than MAX_FUTURE_SKEW_MS (422), or on a UTC day that already has the
- * account's invoice (409: an invoice is final). A retry with the same idempotency key
+ * server's clock than MAX_FUTURE_SKEW_MS (422), on a UTC day that already has the account's
+ * invoice (409: an invoice is final), or for an account that is not active (409: billing
+ * passes over suspended and closed accounts). A retry with the same idempotency key
  * answers the original row (200) when the payload is the same, and 422 when it differs
  * (Stripe's rule).
  */
@@ -35,7 +36,7 @@ export const usageEvent = z.strictObject({
   id: z.string(),
   accountId: z.string(),
   metric: z.string(),
-  quantity: z.number().int().min(0),
+  quantity: z.number().int().min(0).max(MAX_USAGE_QUANTITY).describe('one event\'s quantity: an exact JSON integer, bounded by the input'),
   occurredAt: z.iso.datetime(),
   idempotencyKey: z.string().nullable(),
 });
@@ -85,7 +86,9 @@ async function recordUsage(db: Queryable, accountId: string, body: NewUsage): Pr
   if (body.occurredAt !== undefined && Date.parse(body.occurredAt) < account.createdAt.getTime()) {
     throw notBillable(`occurredAt ${body.occurredAt} is before account ${accountId} was created (${account.createdAt.toISOString()}); no invoice would count it`);
   }
-  const inserted = await db.query(
+  // Only active accounts are billed (app/billing.ts); a retry of an event stored while the
+  // account was active still finds its row below.
+  const inserted = account.status !== 'active' ? { rows: [] } : await db.query(
     `INSERT INTO usage (account_id, metric, quantity, occurred_at, idempotency_key)
      SELECT $1, $2, $3, at, $5 FROM (SELECT coalesce($4::timestamptz, now()) AS at) t
      WHERE NOT EXISTS (SELECT 1 FROM invoices i WHERE i.account_id = $1 AND i.period_start = (t.at AT TIME ZONE 'UTC')::date)
@@ -106,6 +109,9 @@ async function recordUsage(db: Queryable, accountId: string, body: NewUsage): Pr
       }
       return { status: 200, row: original };
     }
+  }
+  if (account.status !== 'active') {
+    throw new UserError('CONFLICT', `Account ${accountId} is ${account.status}; only active accounts are billed, so its usage is refused`, 409);
   }
   const day = (body.occurredAt ? new Date(body.occurredAt) : new Date()).toISOString().slice(0, 10);
   throw new UserError('CONFLICT', `Account ${accountId} is already invoiced for ${day} (UTC); usage for an invoiced day is refused`, 409, { field: 'occurredAt' });

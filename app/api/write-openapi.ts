@@ -3,10 +3,10 @@
  * fails while the committed copy differs from what this writes.
  */
 import { writeFileSync } from 'node:fs';
-import { openApiDocument } from './openapi.js';
+import { openApiText } from './openapi.js';
 
 export const OPENAPI_FILE = 'docs/openapi.json';
-export const openApiText = () => `${JSON.stringify(openApiDocument(), null, 2)}\n`;
+export { openApiText };
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   writeFileSync(OPENAPI_FILE, openApiText());
