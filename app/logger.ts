@@ -11,11 +11,11 @@
  *
  * Lines are written in batches: the first line of a batch starts a timer of LOG_BATCH_MS, and
  * the batch goes out in one write(2) when it fires, or at once when it reaches
- * LOG_BATCH_BYTES. Under load the access log writes one line per request, and one write per
- * line (or per event-loop turn, which finishes one or two requests) cost the server a system
- * call and a wake-up of its reader for each: about 35 µs of CPU per request, a tenth of the
- * DB route's whole cost (docs/performance.md). The awslogs driver that reads the task's
- * stdout sends its own batches every 5 seconds, so a few milliseconds here change nothing
+ * LOG_BATCH_BYTES. Under load the access log writes a line per request, and a write per line
+ * (or per event-loop turn, which finishes one or two requests) woke stdout's reader for
+ * nearly every request: on 2 busy cores the woken reader takes the server's core, and the
+ * server waits for it (docs/performance.md). The awslogs driver that reads a task's stdout
+ * sends its own batches every 5 seconds, so a few milliseconds here change nothing
  * downstream. Lines stay in order (one buffer, one writer), and the exit (process.exit
  * included) writes what the batch still holds; only a SIGKILL can lose a batch, at most
  * LOG_BATCH_MS of lines.
