@@ -9,16 +9,16 @@
  * write wait and retry; `flushLogs(deadline)` bounds that wait at exit, so a reader that never
  * reads cannot hold the process past its shutdown deadline.
  *
- * Lines are written in batches: the first line of a batch starts a timer of LOG_BATCH_MS, and
- * the batch goes out in one write(2) when it fires, or at once when it reaches
- * LOG_BATCH_BYTES. Under load the access log writes a line per request, and a write per line
- * (or per event-loop turn, which finishes one or two requests) woke stdout's reader for
- * nearly every request: on 2 busy cores the woken reader takes the server's core, and the
- * server waits for it (docs/performance.md). The awslogs driver that reads a task's stdout
- * sends its own batches every 5 seconds, so a few milliseconds here change nothing
- * downstream. Lines stay in order (one buffer, one writer), and the exit (process.exit
- * included) writes what the batch still holds; only a SIGKILL can lose a batch, at most
- * LOG_BATCH_MS of lines.
+ * Under load, lines are written in batches: a line logged after a quiet spell goes out at
+ * once, and the lines logged in the LOG_BATCH_MS after it go out together in one write(2)
+ * (at once if they reach LOG_BATCH_BYTES). The access log writes a line per request, and a
+ * write per line (or per event-loop turn, which finishes one or two requests) woke stdout's
+ * reader for nearly every request: on 2 busy cores the woken reader takes the server's core,
+ * and the server waits for it (docs/performance.md). The awslogs driver that reads a task's
+ * stdout sends its own batches every 5 seconds, so a few milliseconds here change nothing
+ * downstream, and a job's sparse lines are not delayed at all. Lines stay in order (one
+ * buffer, one writer), and the exit (process.exit included) writes what the batch still
+ * holds; only a SIGKILL can lose a batch, at most LOG_BATCH_MS of lines.
  */
 import pino, { type Logger } from 'pino';
 
@@ -43,28 +43,44 @@ export const LOG_BATCH_MS = 10;
  */
 const LOG_BATCH_BYTES = 16 * 1024;
 
-/** Lines logged and not yet written, and the timer that writes them. */
+/** Lines logged and not yet written. */
 let pending = '';
+/** Set while a batch window is open: lines logged then wait for its end. */
 let batchTimer: NodeJS.Timeout | undefined;
 
 function writePending(): void {
-  if (batchTimer !== undefined) {
-    clearTimeout(batchTimer);
-    batchTimer = undefined;
-  }
   if (pending === '') return;
   const lines = pending;
   pending = '';
   destination.write(lines);
 }
 
-/** What pino writes to: the lines of a batch, in order, in one write. */
+/** The end of a window: writes its lines, and keeps batching while lines keep coming. */
+function endWindow(): void {
+  batchTimer = undefined;
+  if (pending === '') return;
+  writePending();
+  openWindow();
+}
+
+function openWindow(): void {
+  // Unref'd: an open window never keeps the process alive; the exit writes what it holds.
+  batchTimer = setTimeout(endWindow, LOG_BATCH_MS).unref();
+}
+
+/**
+ * What pino writes to. A line logged after a quiet spell goes out at once and opens a
+ * window of LOG_BATCH_MS; the lines logged within it go out together when it ends.
+ */
 const batchWriter = {
   write(line: string): void {
     pending += line;
-    if (pending.length >= LOG_BATCH_BYTES) writePending();
-    // Unref'd: a pending batch never keeps the process alive; the exit writes it.
-    else batchTimer ??= setTimeout(writePending, LOG_BATCH_MS).unref();
+    if (batchTimer === undefined) {
+      writePending();
+      openWindow();
+    } else if (pending.length >= LOG_BATCH_BYTES) {
+      writePending();
+    }
   },
 };
 process.on('exit', () => {
