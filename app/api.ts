@@ -22,7 +22,8 @@ import { healthRouter } from './api/health.js';
 import { invoicesRouter } from './api/invoices.js';
 import { jsonBody } from './api/json-body.js';
 import { keysRouter } from './api/keys.js';
-import { openApiRouter } from './api/openapi.js';
+import { methodNotAllowed } from './api/methods.js';
+import { KEYED_ROUTES, OPEN_ROUTES, openApiRouter } from './api/openapi.js';
 import { callerDb } from './api/request.js';
 import { requestId, securityHeaders } from './api/request-id.js';
 import { usageRouter } from './api/usage.js';
@@ -44,12 +45,16 @@ export function createApi({ pool, logger, config, isDraining, liveness = () => (
   const db = callerDb(pool);
 
   app.use(securityHeaders);
-  // Open to anyone, and before the request id: no id, no log line, no cost.
+  // Open to anyone, and before the request id: no id, no log line, no cost. A method these
+  // paths do not serve answers 405 to anyone too, since they need no key.
+  app.use(methodNotAllowed(OPEN_ROUTES));
   app.use(healthRouter({ pool, logger, isDraining, liveness }));
   app.use(openApiRouter());
   app.use(requestId(logger));
   if (config.ENABLE_DEBUG_ROUTES) app.use(debugRouter(pool));
   app.use(authenticate(config.ADMIN_API_KEY));
+  // After the key (an unknown one answers 401, as everywhere) and before the body is read.
+  app.use(methodNotAllowed(KEYED_ROUTES));
   // The limits come after the key: an unknown key answers 401 before its body is read.
   app.use(jsonBody(pool, config.BODY_LIMIT_BYTES));
   app.use(accountsRouter(db), usageRouter(db), invoicesRouter(db), keysRouter(db));

@@ -4,6 +4,7 @@
  * `billAccounts`, so there is one pricing rule and one idempotency rule: invoices are unique
  * on (account_id, period_start) and a second attempt inserts nothing.
  */
+import { DAY_MS } from '../lib/time-zones.js';
 import type { Queryable } from './tenancy.js';
 
 export interface BillingPeriod {
@@ -12,9 +13,6 @@ export interface BillingPeriod {
   /** The day after the last day of the period, `YYYY-MM-DD` (UTC). */
   readonly end: string;
 }
-
-/** One billing period, a UTC day. */
-export const DAY_MS = 86_400_000;
 
 /** The billing period (one UTC day) that contains `day`. */
 export function dayPeriod(day: Date): BillingPeriod {

@@ -32,6 +32,7 @@ export type ErrorCode =
   | 'UNAUTHORIZED'
   | 'FORBIDDEN'
   | 'NOT_FOUND'
+  | 'METHOD_NOT_ALLOWED'
   | 'CONFLICT'
   | 'IDEMPOTENCY_KEY_REUSED'
   | 'USAGE_NOT_BILLABLE'

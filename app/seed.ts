@@ -9,6 +9,7 @@
  * accounts exist since before the first seeded day, so every seeded day is billable.
  */
 import type pg from 'pg';
+import { DAY_MS } from '../lib/time-zones.js';
 import type { Config } from './config.js';
 import { createPool } from './db.js';
 import { UsageError } from './errors.js';
@@ -34,7 +35,7 @@ export async function seedDemoData(db: Pick<pg.ClientBase, 'query'>, options: Se
   const batch = options.batch ?? 10_000;
   const now = options.now ?? new Date();
   const today = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
-  const firstDay = new Date(today.getTime() - days * 86_400_000);
+  const firstDay = new Date(today.getTime() - days * DAY_MS);
   let insertedAccounts = 0;
   let insertedUsage = 0;
   for (let from = 1; from <= accounts; from += batch) {

@@ -22,7 +22,7 @@
  * A `rate()` is a fixed duration after the previous invocation, whatever the zone.
  */
 import { Cron } from 'croner';
-import { isTimeZone, offsetMs, springChanges, wallClock } from './time-zones.js';
+import { DAY_MS, isTimeZone, offsetMs, springChanges, wallClock } from './time-zones.js';
 
 export { isTimeZone, wallClock };
 
@@ -36,7 +36,7 @@ export const UTC = 'UTC';
 
 const RATE = /^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$/;
 const CRON = /^cron\((.+)\)$/;
-const UNIT_MS = { minute: 60_000, hour: 3_600_000, day: 86_400_000 } as const;
+const UNIT_MS = { minute: 60_000, hour: 3_600_000, day: DAY_MS } as const;
 
 /**
  * Parses an EventBridge `rate(...)` or `cron(...)` expression, read in `timeZone` (an IANA
@@ -129,7 +129,7 @@ function cronRuns(schedule: Schedule & { kind: 'cron' }, count: number, from: Da
 
 
 /** A year and two days: a year of runs, and the first after it. */
-const YEAR_AHEAD_MS = 368 * 86_400_000;
+const YEAR_AHEAD_MS = 368 * DAY_MS;
 
 /** Offsets lie within UTC−12 and UTC+14: a wall time's instants are within this far of it read as UTC. */
 const OFFSET_BOUND_MS = 15 * 3_600_000;

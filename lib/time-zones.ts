@@ -34,13 +34,16 @@ export function wallClock(t: Date, zone: string): string {
   return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}`;
 }
 
+/** A UTC day, and the billing period (app/billing.ts); a day in a zone can be 23 or 25 hours (app/jobs/periods.ts). */
+export const DAY_MS = 86_400_000;
+
 /**
  * A year of a zone's offset changes is found by sampling its offset weekly, then bisecting:
  * changes are months apart (the shortest break, Morocco's for Ramadan, is about a month), and
  * the container checks the table at every start, so the check must stay cheap.
  */
-const YEAR_MS = 366 * 86_400_000;
-const SAMPLE_MS = 7 * 86_400_000;
+const YEAR_MS = 366 * DAY_MS;
+const SAMPLE_MS = 7 * DAY_MS;
 const MINUTE_MS = 60_000;
 
 /** The offset of `zone` from UTC at `t`, in ms (the local wall clock minus UTC, to the minute). */

@@ -6,10 +6,10 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import type { Pool } from '../db.js';
-import { parse } from './request.js';
+import { parse, queryInt } from './request.js';
 
 const MAX_DEBUG_SLEEP_MS = 600_000;
-const sleepQuery = z.object({ ms: z.coerce.number().int().min(0).max(MAX_DEBUG_SLEEP_MS) });
+const sleepQuery = z.object({ ms: queryInt(0, MAX_DEBUG_SLEEP_MS) });
 const crashQuery = z.object({ kind: z.enum(['exception', 'rejection']) });
 /** Event-loop delay sampling period: fine enough to see a stall of a few ms. */
 const LOOP_DELAY_RESOLUTION_MS = 10;

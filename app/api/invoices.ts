@@ -10,7 +10,8 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { requireOperator } from '../auth.js';
-import { billAccounts, DAY_MS, dayPeriod, type BillingPeriod } from '../billing.js';
+import { DAY_MS } from '../../lib/time-zones.js';
+import { billAccounts, dayPeriod, type BillingPeriod } from '../billing.js';
 import { UserError } from '../errors.js';
 import type { Queryable } from '../tenancy.js';
 import { accountPath, accountRows, found, isoDay, page, pageOf, parse, requireAccount, type CallerDb } from './request.js';

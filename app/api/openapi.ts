@@ -54,6 +54,19 @@ const OPEN: readonly { path: string; summary: string; codes: readonly number[] }
   { path: '/readyz', summary: 'The database answers and the process is not draining', codes: [200, 503] },
 ];
 
+/** A path and the methods its routes serve: what a 405's Allow header lists (app/api/methods.ts). */
+export interface RouteMethods { readonly path: string; readonly methods: readonly string[] }
+
+function byPath(routes: readonly { path: string; method: string }[]): RouteMethods[] {
+  const methods = new Map<string, string[]>();
+  for (const r of routes) methods.set(r.path, [...(methods.get(r.path) ?? []), r.method.toUpperCase()]);
+  return [...methods].map(([path, m]) => ({ path, methods: m }));
+}
+/** The routes open to anyone: the health checks and this document. */
+export const OPEN_ROUTES: readonly RouteMethods[] = byPath([...OPEN, { path: '/openapi.json' }].map((o) => ({ path: o.path, method: 'get' })));
+/** The routes that need a key. */
+export const KEYED_ROUTES: readonly RouteMethods[] = byPath(OPERATIONS);
+
 const STATUS_TEXT: Record<number, string> = {
   200: 'OK', 201: 'Created', 400: 'Invalid input, naming the field', 401: 'No key, or an unknown or revoked one', 403: 'Only the operator may',
   404: 'Not found, or another tenant\'s', 409: 'Conflict', 413: 'Body over BODY_LIMIT_BYTES', 415: 'Not JSON', 422: 'Refused', 503: 'The database is busy or away; see Retry-After',
@@ -103,7 +116,7 @@ export function openApiDocument(): Record<string, unknown> {
   paths['/openapi.json'] = { get: { operationId: 'getOpenApi', summary: 'This document', security: [], responses: { 200: { description: 'OK', content: json({ type: 'object' }) } } } };
   return {
     openapi: '3.1.0',
-    info: { title: 'ecs-saas-backend API', version: '1', description: 'Accounts, their usage, invoices and API keys. Errors answer {"error": {"code", "message", "details"?}}.' },
+    info: { title: 'ecs-saas-backend API', version: '1', description: 'Accounts, their usage, invoices and API keys. Errors answer {"error": {"code", "message", "details"?}}. A method a path does not serve (OPTIONS, PUT, PATCH, TRACE, or one listed under another path) answers 405 METHOD_NOT_ALLOWED with an Allow header; on a path that needs a key, the key is checked first.' },
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'The admin key (the operator) or an account API key (sbk_...)' } },
       schemas: { Error: schemaOf(errorBody, 'output') },

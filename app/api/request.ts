@@ -46,8 +46,22 @@ export const isoDay = z
   .refine((v) => !DAY.test(v) || realDay(v), { message: 'must be a real calendar date' })
   .refine((v) => !DAY.test(v) || !realDay(v) || atUtcMidnight(v) >= EPOCH_MS, yearMessage);
 
+/**
+ * A whole number in a query string, in plain decimal digits only: z.coerce.number() reads
+ * `0x10`, `1e2`, `5.0`, ` 5` and an empty value (as 0) as numbers too, so one value could be
+ * written many ways and a typo could pass. The document shows it as the integer it is.
+ */
+export function queryInt(min: number, max: number) {
+  return z
+    .string()
+    .regex(/^(0|[1-9]\d*)$/, { message: 'must be a whole number in decimal digits' })
+    // Coerced, not transformed: the document keeps the default (zod drops one past a transform).
+    .pipe(z.coerce.number<string>().min(min).max(max))
+    .meta({ type: 'integer', minimum: min, maximum: max, pattern: undefined });
+}
+
 export const page = z.object({
-  limit: z.coerce.number().int().min(1).max(MAX_PAGE).default(20),
+  limit: queryInt(1, MAX_PAGE).default(20),
   after: id.optional(),
 });
 export const accountPath = z.object({ id });
@@ -64,10 +78,10 @@ export function parse<T extends z.ZodType>(schema: T, input: unknown, where: Whe
   if (where === 'body' && (input === undefined || input === null || typeof input !== 'object' || Array.isArray(input))) {
     throw new UserError('VALIDATION_FAILED', 'Request body must be a JSON object', 400);
   }
-  const nul = nulAt(input);
-  if (nul !== undefined) {
-    const field = nul.length ? nul.join('.') : where;
-    throw new UserError('VALIDATION_FAILED', `Invalid ${where}: ${field}: must not contain a NUL character`, 400, { fields: [{ field, message: 'must not contain a NUL character' }] });
+  const bad = where === 'query' ? repeatedIn(input as Record<string, unknown>) ?? badTextAt(input) : badTextAt(input);
+  if (bad !== undefined) {
+    const field = bad.path.length ? bad.path.join('.') : where;
+    throw new UserError('VALIDATION_FAILED', `Invalid ${where}: ${field}: ${bad.message}`, 400, { fields: [{ field, message: bad.message }] });
   }
   const result = schema.safeParse(input);
   if (result.success) return result.data;
@@ -79,12 +93,28 @@ export function parse<T extends z.ZodType>(schema: T, input: unknown, where: Whe
   throw new UserError('VALIDATION_FAILED', `Invalid ${where}: ${summary}`, 400, { fields });
 }
 
+interface BadText { readonly path: (string | number)[]; readonly message: string }
+
+const NUL = 'must not contain a NUL character';
+const LONE_SURROGATE = 'must not contain a lone UTF-16 surrogate (an unpaired \\uD800-\\uDFFF escape)';
+
 /**
- * The path to the first string (or key) holding U+0000, which Postgres text cannot store.
+ * The message for a string Postgres cannot store as sent: U+0000, which text refuses, or a
+ * lone surrogate (`"\uD800"` is valid JSON), which UTF-8 cannot encode, so it would be
+ * stored as U+FFFD: a changed value, silently.
+ */
+function textProblem(s: string): string | undefined {
+  if (s.includes('\0')) return NUL;
+  if (!s.isWellFormed()) return LONE_SURROGATE;
+  return undefined;
+}
+
+/**
+ * The path to the first string (or key) that `textProblem` refuses, with its message.
  * Iterative, and linear in the values visited: each entry keeps a link to its parent, and a
  * path is built only for the one value found.
  */
-export function nulAt(root: unknown): (string | number)[] | undefined {
+export function badTextAt(root: unknown): BadText | undefined {
   interface Entry { readonly value: unknown; readonly key: string | number | undefined; readonly parent: Entry | undefined }
   const pathOf = (e: Entry | undefined): (string | number)[] => {
     const path: (string | number)[] = [];
@@ -96,15 +126,23 @@ export function nulAt(root: unknown): (string | number)[] | undefined {
     const entry = stack.pop()!;
     const { value } = entry;
     if (typeof value === 'string') {
-      if (value.includes('\0')) return pathOf(entry);
+      const message = textProblem(value);
+      if (message !== undefined) return { path: pathOf(entry), message };
     } else if (value !== null && typeof value === 'object') {
       for (const k of Object.keys(value)) {
         const child: Entry = { value: (value as Record<string, unknown>)[k], key: Array.isArray(value) ? Number(k) : k, parent: entry };
-        if (k.includes('\0')) return pathOf(child);
+        const message = textProblem(k);
+        if (message !== undefined) return { path: pathOf(child), message };
         stack.push(child);
       }
     }
   }
+  return undefined;
+}
+
+/** A query parameter given more than once (`?limit=5&limit=6` parses to an array): which one was meant is a guess. */
+function repeatedIn(query: Record<string, unknown>): BadText | undefined {
+  for (const k of Object.keys(query)) if (Array.isArray(query[k])) return { path: [k], message: 'must be given once' };
   return undefined;
 }
 

@@ -7,7 +7,8 @@
  * invoice (409: an invoice is final), or for an account that is not active (409: billing
  * passes over suspended and closed accounts). A retry with the same idempotency key
  * answers the original row (200) when the payload is the same, and 422 when it differs
- * (Stripe's rule).
+ * (Stripe's rule). occurredAt is kept to the millisecond, as it is answered: digits past the
+ * third are dropped.
  */
 import { Router } from 'express';
 import { z } from 'zod';
@@ -41,7 +42,10 @@ export const usageEvent = z.strictObject({
   idempotencyKey: z.string().nullable(),
 });
 
-// quantity is one event's, at most MAX_USAGE_QUANTITY: an exact JSON integer.
+// quantity is one event's, at most MAX_USAGE_QUANTITY: an exact JSON integer. occurred_at is
+// stored to the millisecond (truncated), the precision every answer has, so the answered
+// value is the stored one and a retry that sends it back matches; the comparison truncates
+// too, for rows stored to the microsecond before.
 const USAGE_COLUMNS = `id::text AS id, account_id::text AS "accountId", metric, quantity::float8 AS quantity, occurred_at AS "occurredAt", idempotency_key AS "idempotencyKey"`;
 
 type NewUsage = z.infer<typeof newUsage>;
@@ -90,7 +94,7 @@ async function recordUsage(db: Queryable, accountId: string, body: NewUsage): Pr
   // account was active still finds its row below.
   const inserted = account.status !== 'active' ? { rows: [] } : await db.query(
     `INSERT INTO usage (account_id, metric, quantity, occurred_at, idempotency_key)
-     SELECT $1, $2, $3, at, $5 FROM (SELECT coalesce($4::timestamptz, now()) AS at) t
+     SELECT $1, $2, $3, at, $5 FROM (SELECT date_trunc('milliseconds', coalesce($4::timestamptz, now())) AS at) t
      WHERE NOT EXISTS (SELECT 1 FROM invoices i WHERE i.account_id = $1 AND i.period_start = (t.at AT TIME ZONE 'UTC')::date)
      ON CONFLICT (account_id, idempotency_key) DO NOTHING RETURNING ${USAGE_COLUMNS}`,
     [accountId, body.metric, body.quantity, body.occurredAt ?? null, body.idempotencyKey ?? null],
@@ -98,7 +102,7 @@ async function recordUsage(db: Queryable, accountId: string, body: NewUsage): Pr
   if (inserted.rows.length > 0) return { status: 201, row: inserted.rows[0] };
   if (body.idempotencyKey !== undefined) {
     const { rows } = await db.query(
-      `SELECT ${USAGE_COLUMNS}, (metric = $3 AND quantity = $4 AND ($5::timestamptz IS NULL OR occurred_at = $5::timestamptz)) AS same
+      `SELECT ${USAGE_COLUMNS}, (metric = $3 AND quantity = $4 AND ($5::timestamptz IS NULL OR date_trunc('milliseconds', occurred_at) = date_trunc('milliseconds', $5::timestamptz))) AS same
        FROM usage WHERE account_id = $1 AND idempotency_key = $2`,
       [accountId, body.idempotencyKey, body.metric, body.quantity, body.occurredAt ?? null],
     );

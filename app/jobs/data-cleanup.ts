@@ -15,7 +15,8 @@
  * batch rescans rows the previous ones kept.
  */
 import { OPERATOR, withIdentity } from '../tenancy.js';
-import { DAY_MS, defineJob, utcMidnight } from './handler.js';
+import { DAY_MS } from '../../lib/time-zones.js';
+import { defineJob, utcMidnight } from './handler.js';
 
 export interface CleanupCheckpoint {
   /** The usage pass has looked at every row up to this (occurred_at, id); null when it has not started. */

@@ -13,6 +13,7 @@
  * batch's transaction: `ctx.saveCheckpoint(state, processed, tx)`).
  */
 import type { JobDefinition } from '../../lib/jobs.js';
+import { DAY_MS } from '../../lib/time-zones.js';
 import type { Config } from '../config.js';
 import type { Pool } from '../db.js';
 import type { Logger } from '../logger.js';
@@ -60,8 +61,6 @@ export function defineJob<C>(handler: JobHandler<C>): JobHandler<C> {
 export function utcMidnight(t: Date): Date {
   return new Date(Date.UTC(t.getUTCFullYear(), t.getUTCMonth(), t.getUTCDate()));
 }
-
-export const DAY_MS = 86_400_000;
 
 /** The whole UTC day before the one that contains `t`: the period a nightly job works on. */
 export function previousUtcDay(t: Date): Date {

@@ -11,6 +11,7 @@
 import { RETRY_PATH, stateTransitions } from '../../lib/job-flow.js';
 import { JOBS, scheduleOf, taskRetriesOf, type JobDefinition } from '../../lib/jobs.js';
 import { nextRuns, UTC, wallClock, type Schedule } from '../../lib/schedule.js';
+import { DAY_MS } from '../../lib/time-zones.js';
 import { describeSchedule } from '../../lib/schedule-words.js';
 import { loadConfig } from '../config.js';
 import { createPool } from '../db.js';
@@ -62,7 +63,7 @@ export interface JobListing {
 
 /** Runs in an average month: the runs of the next 365 days, over 12, as the schedule runs in its zone. */
 export function runsPerMonth(schedule: Schedule, from: Date = new Date()): number {
-  const yearMs = 365 * 86_400_000;
+  const yearMs = 365 * DAY_MS;
   if (schedule.kind === 'rate') return yearMs / schedule.everyMs / 12;
   const end = from.getTime() + yearMs;
   let count = 0;

@@ -12,6 +12,7 @@
  */
 import type { JobDefinition } from '../../lib/jobs.js';
 import { UTC } from '../../lib/schedule.js';
+import { DAY_MS } from '../../lib/time-zones.js';
 
 export interface Period {
   /** The first instant of the period. */
@@ -41,8 +42,6 @@ export function localDate(t: Date, zone: string): string {
   }
   return format.format(t);
 }
-
-const DAY_MS = 86_400_000;
 
 /** `date` plus `days` calendar days, YYYY-MM-DD. */
 export function addDays(date: string, days: number): string {

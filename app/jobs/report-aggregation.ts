@@ -11,7 +11,8 @@
  */
 import { isoDate } from '../billing.js';
 import { OPERATOR, withIdentity, type Queryable } from '../tenancy.js';
-import { DAY_MS, defineJob, previousUtcDay } from './handler.js';
+import { DAY_MS } from '../../lib/time-zones.js';
+import { defineJob, previousUtcDay } from './handler.js';
 import { reportSkipped, runIsolated, type SkippedAccount } from './per-account.js';
 
 interface RollupBatch {

@@ -15,7 +15,8 @@ import path from 'node:path';
 import { findJob } from '../../lib/jobs.js';
 import { isoDate } from '../billing.js';
 import { OPERATOR, withIdentity } from '../tenancy.js';
-import { DAY_MS, defineJob } from './handler.js';
+import { DAY_MS } from '../../lib/time-zones.js';
+import { defineJob } from './handler.js';
 import { previousWeek, zoneOf } from './periods.js';
 
 /**

@@ -29,6 +29,7 @@ import type { Alarm, CfnAlarm } from 'aws-cdk-lib/aws-cloudwatch';
 import { LIMITS } from '../defaults.js';
 import { scheduleOf, type JobDefinition } from '../jobs.js';
 import { longestIntervalMs, nextRuns, type Schedule } from '../schedule.js';
+import { DAY_MS } from '../time-zones.js';
 
 export interface MissedRunWindow {
   /** One evaluation period, in seconds. */
@@ -61,7 +62,7 @@ function choose(job: JobDefinition, now: Date): Choice | undefined {
   if (wantedS <= LIMITS.alarmWindowSeconds) {
     return { window: { periodSeconds: wantedS, evaluationPeriods: 1, alignment: 'sliding' } };
   }
-  const days = (longestMs / 86_400_000).toFixed(1);
+  const days = (longestMs / DAY_MS).toFixed(1);
   const weekly: MissedRunWindow = { periodSeconds: DAY_S, evaluationPeriods: LIMITS.alarmWindowSeconds / DAY_S, alignment: 'wall-clock' };
   // A weekly job in a time zone is 7 days and an hour apart across the autumn change; the
   // replay of its runs below decides whether the whole UTC days still cover it.
