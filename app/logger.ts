@@ -9,11 +9,16 @@
  * write wait and retry; `flushLogs(deadline)` bounds that wait at exit, so a reader that never
  * reads cannot hold the process past its shutdown deadline.
  *
- * The lines of one turn of the event loop go out together, in one write(2) at the end of that
- * turn (setImmediate): under load, a turn finishes several requests, and one write per access
- * log line cost the server a system call and its reader a wake-up for each. A line therefore
- * leaves within the turn that logged it, and the exit (process.exit included) writes what the
- * turn still holds.
+ * Under load, lines are written in batches: a line logged after a quiet spell goes out at
+ * once, and the lines logged in the LOG_BATCH_MS after it go out together in one write(2)
+ * (at once if they reach LOG_BATCH_BYTES). The access log writes a line per request, and a
+ * write per line (or per event-loop turn, which finishes one or two requests) woke stdout's
+ * reader for nearly every request: on 2 busy cores the woken reader takes the server's core,
+ * and the server waits for it (docs/performance.md). The awslogs driver that reads a task's
+ * stdout sends its own batches every 5 seconds, so a few milliseconds here change nothing
+ * downstream, and a job's sparse lines are not delayed at all. Lines stay in order (one
+ * buffer, one writer), and the exit (process.exit included) writes what the batch still
+ * holds; only a SIGKILL can lose a batch, at most LOG_BATCH_MS of lines.
  */
 import pino, { type Logger } from 'pino';
 
@@ -30,8 +35,18 @@ const destination = pino.destination({
 // The write that gave up emits this; the line is lost, the process goes on to its exit.
 destination.on('error', () => {});
 
-/** Lines logged in this turn of the event loop, not yet written. */
+/** How long a line may wait for others before its batch is written. */
+export const LOG_BATCH_MS = 10;
+/**
+ * A batch this long is written at once: a quarter of Linux's default pipe buffer (64 KiB), so
+ * a reader that keeps up never makes the write wait.
+ */
+const LOG_BATCH_BYTES = 16 * 1024;
+
+/** Lines logged and not yet written. */
 let pending = '';
+/** Set while a batch window is open: lines logged then wait for its end. */
+let batchTimer: NodeJS.Timeout | undefined;
 
 function writePending(): void {
   if (pending === '') return;
@@ -40,11 +55,32 @@ function writePending(): void {
   destination.write(lines);
 }
 
-/** What pino writes to: each turn's lines, in order, in one write at the turn's end. */
-const turnWriter = {
+/** The end of a window: writes its lines, and keeps batching while lines keep coming. */
+function endWindow(): void {
+  batchTimer = undefined;
+  if (pending === '') return;
+  writePending();
+  openWindow();
+}
+
+function openWindow(): void {
+  // Unref'd: an open window never keeps the process alive; the exit writes what it holds.
+  batchTimer = setTimeout(endWindow, LOG_BATCH_MS).unref();
+}
+
+/**
+ * What pino writes to. A line logged after a quiet spell goes out at once and opens a
+ * window of LOG_BATCH_MS; the lines logged within it go out together when it ends.
+ */
+const batchWriter = {
   write(line: string): void {
-    if (pending === '') setImmediate(writePending);
     pending += line;
+    if (batchTimer === undefined) {
+      writePending();
+      openWindow();
+    } else if (pending.length >= LOG_BATCH_BYTES) {
+      writePending();
+    }
   },
 };
 process.on('exit', () => {
@@ -60,7 +96,7 @@ export function createLogger(level: string, base: Record<string, unknown> = {}):
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
-    turnWriter,
+    batchWriter,
   );
 }
 
@@ -78,7 +114,7 @@ export const EXIT_WRITE_GRACE_MS = 2_000;
 
 /**
  * Writes whatever is left before the process exits, waiting for a full pipe at most until
- * the deadline set by `limitLogWaits` (else EXIT_WRITE_GRACE_MS): the current turn's lines, and
+ * the deadline set by `limitLogWaits` (else EXIT_WRITE_GRACE_MS): the batch not yet written, and
  * a write still waiting on a full pipe.
  */
 export function flushLogs(): void {

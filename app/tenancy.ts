@@ -3,10 +3,10 @@
  *
  * Every query of a request runs under the role `ecs_saas_app`, or `ecs_saas_operator` for the
  * operator (no BYPASSRLS, own nothing, so every row-level policy binds them), with the
- * caller's identity set for that transaction only
- * (`SET LOCAL ROLE`, `set_config(..., true)`). Whatever SQL runs there sees only the rows the
- * policies allow: an account's own, or everything for the operator. Both settings end with
- * the transaction, so a pooled connection carries nothing over to its next user, and a
+ * caller's identity set for that transaction only (`set_config('role', ..., true)`, which is
+ * `SET LOCAL ROLE`, and `set_config(..., true)`). Whatever SQL runs there sees only the rows
+ * the policies allow: an account's own, or everything for the operator. Both settings end
+ * with the transaction, so a pooled connection carries nothing over to its next user, and a
  * connection on which no identity was set sees no tenant rows at all.
  *
  * An account key is resolved in the same round trip as the role and the identity: the
@@ -56,11 +56,16 @@ export type Queryable = Pick<pg.ClientBase, 'query'>;
  */
 export async function withIdentity<T>(pool: Pool, identity: Identity, fn: (db: Queryable) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  const known = preparedStatements(client);
+  const { sql: identitySql, prepared } = identityStatement(identity, known);
   try {
-    const results = (await client.query(`BEGIN; ${preamble(identity)}`)) as unknown as pg.QueryResult[];
+    const results = (await client.query(`BEGIN; ${identitySql}`)) as unknown as pg.QueryResult[];
+    prepared.forEach((name) => known.add(name));
     resolveKey(identity, results.at(-1)!);
   } catch (err) {
-    await client.query('ROLLBACK').then(() => client.release(), (e: Error) => client.release(e));
+    // A PREPARE in a failed batch may or may not have stuck: drop the connection rather than guess.
+    if (prepared.length > 0 && !known.has(prepared[0]!)) client.release(err as Error);
+    else await client.query('ROLLBACK').then(() => client.release(), (e: Error) => client.release(e));
     throw err;
   }
   try {
@@ -91,21 +96,22 @@ export async function queryAs<R extends pg.QueryResultRow>(pool: Pool, identity:
   let name = statementNames.get(sql);
   if (name === undefined) statementNames.set(sql, (name = `tenant_statement_${statementNames.size + 1}`));
   const client = await pool.connect();
-  let known = preparedOn.get(client);
-  if (known === undefined) preparedOn.set(client, (known = new Set()));
+  const known = preparedStatements(client);
+  const { sql: identitySql, prepared } = identityStatement(identity, known);
   const prepare = known.has(name) ? '' : `PREPARE ${name} AS ${sql}; `;
   const args = params.length ? `(${params.map(literal).join(', ')})` : '';
   let results: pg.QueryResult<R>[];
   try {
-    results = (await client.query(`${prepare}${preamble(identity)}; EXECUTE ${name}${args}`)) as unknown as pg.QueryResult<R>[];
+    results = (await client.query(`${identitySql}; ${prepare}EXECUTE ${name}${args}`)) as unknown as pg.QueryResult<R>[];
   } catch (err) {
-    // Whether the PREPARE stuck is unknown: drop the connection rather than guess.
+    // Whether the PREPAREs stuck is unknown: drop the connection rather than guess.
     client.release(err as Error);
     throw err;
   }
+  prepared.forEach((n) => known.add(n));
   known.add(name);
   client.release();
-  resolveKey(identity, results.at(-2)!);
+  resolveKey(identity, results[prepared.length]!);
   return results.at(-1)!.rows;
 }
 
@@ -113,6 +119,12 @@ export async function queryAs<R extends pg.QueryResultRow>(pool: Pool, identity:
 const statementNames = new Map<string, string>();
 /** The statements each connection has prepared. */
 const preparedOn = new WeakMap<pg.PoolClient, Set<string>>();
+
+function preparedStatements(client: pg.PoolClient): Set<string> {
+  let known = preparedOn.get(client);
+  if (known === undefined) preparedOn.set(client, (known = new Set()));
+  return known;
+}
 
 function literal(value: unknown): string {
   if (value === null || value === undefined) return 'NULL';
@@ -127,19 +139,39 @@ function escapeLiteral(value: string): string {
   return value.includes('\\') ? `E'${quoted.replace(/\\/g, '\\\\')}'` : `'${quoted}'`;
 }
 
-/** SET LOCAL ROLE and the identity; the last statement's one row says whose account it is. */
-function preamble(identity: Identity): string {
-  let account: string;
+/**
+ * The role and the identity, as one prepared SELECT per kind of identity: `set_config('role',
+ * ..., true)` is `SET LOCAL ROLE` (PostgREST sets its role the same way), so the batch holds
+ * one statement that Postgres need not parse and plan on every request, instead of a SET and
+ * a SELECT. Its one row says whose account it is. Prepared on each connection on first use.
+ */
+const IDENTITY_STATEMENTS = {
+  key: {
+    name: 'tenant_identity_key',
+    sql: `PREPARE tenant_identity_key(bytea) AS SELECT set_config('role', '${APP_ROLE}', true), set_config('app.account_id', coalesce(api_key_account($1)::text, ''), true) AS account_id, set_config('app.operator', 'off', true)`,
+  },
+  account: {
+    name: 'tenant_identity_account',
+    sql: `PREPARE tenant_identity_account(text) AS SELECT set_config('role', '${APP_ROLE}', true), set_config('app.account_id', $1, true) AS account_id, set_config('app.operator', 'off', true)`,
+  },
+  operator: {
+    name: 'tenant_identity_operator',
+    sql: `PREPARE tenant_identity_operator AS SELECT set_config('role', '${OPERATOR_ROLE}', true), set_config('app.account_id', '', true) AS account_id, set_config('app.operator', 'on', true)`,
+  },
+} as const;
+
+/** The SQL that sets `identity` on a connection that has prepared `known`, and what it prepares. */
+function identityStatement(identity: Identity, known: ReadonlySet<string>): { sql: string; prepared: string[] } {
+  const statement = IDENTITY_STATEMENTS[identity.kind];
+  let args = '';
   if (identity.kind === 'account') {
     if (!/^[1-9]\d{0,18}$/.test(identity.accountId)) throw new Error(`not an account id: ${JSON.stringify(identity.accountId)}`);
-    account = `'${identity.accountId}'`;
+    args = `('${identity.accountId}')`;
   } else if (identity.kind === 'key') {
-    account = `coalesce(api_key_account('\\x${identity.hash.toString('hex')}'::bytea)::text, '')`;
-  } else {
-    account = "''";
+    args = `('\\x${identity.hash.toString('hex')}')`;
   }
-  const operator = identity.kind === 'operator' ? 'on' : 'off';
-  return `SET LOCAL ROLE ${identity.kind === 'operator' ? OPERATOR_ROLE : APP_ROLE}; SELECT set_config('app.account_id', ${account}, true) AS account_id, set_config('app.operator', '${operator}', true)`;
+  const execute = `EXECUTE ${statement.name}${args}`;
+  return known.has(statement.name) ? { sql: execute, prepared: [] } : { sql: `${statement.sql}; ${execute}`, prepared: [statement.name] };
 }
 
 function resolveKey(identity: Identity, result: pg.QueryResult): void {

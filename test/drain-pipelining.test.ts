@@ -12,6 +12,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../app/config.js';
 import { DrainableServer } from '../app/http-server.js';
+import { createTestDatabase, eventually } from './helpers/db.js';
+import { startServer } from './helpers/process.js';
 
 const config = loadConfig({ DATABASE_URL: 'postgres://unused@127.0.0.1/none' });
 const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: test\r\n\r\n`;
@@ -161,5 +163,57 @@ describe('pipelined requests on one socket', () => {
     expect(s.answers()).toHaveLength(1);
     expect(s.answers()[0]!.endsWith('done /first')).toBe(true);
     await s.server.drain();
+  });
+});
+
+describe('SIGTERM with pipelined requests on one socket, against the real server process', () => {
+  it('answers the request running in full and never runs the POST, DELETE and GET pipelined behind it (rows checked)', async () => {
+    const db = await createTestDatabase();
+    const adminKey = 'test-admin-key-0123456789abcdefghijklmnop';
+    const server = await startServer({ DATABASE_URL: db.url, ADMIN_API_KEY: adminKey, ENABLE_WORKERS: 'false', PRE_STOP_DELAY_MS: '0' });
+    try {
+      const asAdmin = { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' };
+      const account = (await (await fetch(`${server.url}/accounts`, { method: 'POST', headers: asAdmin, body: JSON.stringify({ name: 'Pipelined', email: 'pipelined@example.com' }) })).json()) as { id: string };
+      const mint = async () => (await (await fetch(`${server.url}/accounts/${account.id}/api-keys`, { method: 'POST', headers: asAdmin })).json()) as { id: string; key: string };
+      const key = await mint();
+      const spare = await mint();
+      const auth = `Host: x\r\nAuthorization: Bearer ${key.key}\r\n`;
+      const usage = (metric: string) => {
+        const body = JSON.stringify({ metric, quantity: 1 });
+        return `POST /accounts/${account.id}/usage HTTP/1.1\r\n${auth}Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+      };
+      const pipelined = usage('first') + usage('second') + `DELETE /accounts/${account.id}/api-keys/${spare.id} HTTP/1.1\r\n${auth}\r\n` + `GET /accounts/${account.id} HTTP/1.1\r\n${auth}\r\n`;
+
+      // The test holds the usage table, so the first POST is running (waiting on the lock) when SIGTERM comes.
+      await db.withClient(async (lock) => {
+        await lock.query('BEGIN');
+        await lock.query('LOCK TABLE usage IN ACCESS EXCLUSIVE MODE');
+        const socket = net.connect(server.port, '127.0.0.1');
+        let received = '';
+        socket.setEncoding('utf8').on('data', (c: string) => (received += c));
+        socket.on('error', () => {});
+        const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+        socket.write(pipelined);
+        const waiting = async () => (await db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name LIKE 'ecs-saas-backend:%'`)).length === 1;
+        expect(await eventually(waiting, 20_000, 20)).toBe(true);
+        server.kill('SIGTERM');
+        await server.waitForLog((l) => l.msg === 'shutdown: http');
+        await lock.query('ROLLBACK');
+        await Promise.race([closed, sleep(20_000)]);
+        const answers = received.split(/(?=HTTP\/1\.1 )/).filter(Boolean);
+        expect(answers).toHaveLength(1);
+        expect(answers[0]).toMatch(/^HTTP\/1\.1 201 Created\r\n/);
+        expect(answers[0]).toMatch(/\r\nConnection: close\r\n/i);
+        expect(JSON.parse(answers[0]!.slice(answers[0]!.indexOf('\r\n\r\n') + 4))).toMatchObject({ metric: 'first' });
+      });
+      expect((await server.exited).code).toBe(0);
+      // Answered means it ran; unanswered means it never ran: the second POST wrote nothing, the DELETE revoked nothing.
+      expect((await db.query<{ metric: string }>('SELECT metric FROM usage ORDER BY id')).map((r) => r.metric)).toEqual(['first']);
+      expect(await db.query('SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL', [spare.id])).toHaveLength(1);
+    } finally {
+      server.kill('SIGKILL');
+      await server.exited;
+      await db.drop();
+    }
   });
 });

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { gzipSync } from 'node:zlib';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { startServer, type Proc } from './helpers/process.js';
 
@@ -33,15 +34,23 @@ afterAll(async () => {
 
 const asAdmin = (method: string, path: string) => fetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' }, body: method === 'POST' && path === '/accounts' ? JSON.stringify({ name: 'Load', email: `load-${Date.now()}@example.com` }) : undefined }).then((r) => r.json() as Promise<any>);
 
-/** Bodies just under the byte limit. */
-function worstBodies(): string[] {
+interface Body { readonly data: string | Buffer; readonly encoding?: string }
+
+/** Bodies just under the byte limit, and a gzip bomb that inflates far past it. */
+function worstBodies(): Body[] {
   const room = BODY_LIMIT_BYTES - 1_024;
   const deep = `{"metric":${'['.repeat(room / 2)}${']'.repeat(room / 2)}}`;
+  const deepObjects = `${'{"a":'.repeat(room / 6)}1${'}'.repeat(room / 6)}`;
+  const mixed = `{"x":${'[{"a":'.repeat(room / 8)}1${'}]'.repeat(room / 8)}}`;
   const leaves = Array.from({ length: room / 24 }, () => '[[[[1,2,3,4,5]]]]').join(',');
   const wide = `{"metric":"a","quantity":1,"x":[${leaves}]}`;
   const both = `{"x":[${Array.from({ length: room / 200 }, () => `${'['.repeat(90)}1${']'.repeat(90)}`).join(',')}]}`;
   const commas = `{"x":[${'0,'.repeat(room / 2 - 10)}0]}`;
-  return [deep, wide, both, commas];
+  const manyKeys = `{${Array.from({ length: room / 12 }, (_, i) => `"k${i}":1`).join(',')}}`;
+  const escapes = `{"metric":"${'\\u0041'.repeat(room / 6)}","quantity":1}`;
+  const numbers = `{"metric":"a","quantity":${'9'.repeat(room / 2)}e999999}`;
+  const bomb = gzipSync(Buffer.alloc(64 * BODY_LIMIT_BYTES, '['));
+  return [deep, deepObjects, mixed, wide, both, commas, manyKeys, escapes, numbers].map((data): Body => ({ data })).concat([{ data: bomb, encoding: 'gzip' }]);
 }
 
 describe('hostile bodies at a fixed rate', () => {
@@ -69,7 +78,7 @@ describe('hostile bodies at a fixed rate', () => {
       const key = keys[i % keys.length]!;
       const body = bodies[Math.floor(i / keys.length) % bodies.length]!;
       sent.push(
-        fetch(`${server.url}/accounts/${account.id}/usage`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body }).then(
+        fetch(`${server.url}/accounts/${account.id}/usage`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...(body.encoding ? { 'content-encoding': body.encoding } : {}) }, body: body.data }).then(
           async (r) => {
             await r.arrayBuffer();
             statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
@@ -84,8 +93,8 @@ describe('hostile bodies at a fixed rate', () => {
     await probing;
     const loop = (await (await fetch(`${server.url}/debug/event-loop-delay`)).json()) as { samples: number; p99Ms: number; maxMs: number };
 
-    // Unknown and revoked keys: 401 before the body is read; the live key: 400 from the bounds.
-    expect(Object.fromEntries(statuses)).toEqual({ 401: expect.any(Number), 400: expect.any(Number) });
+    // Unknown and revoked keys: 401 before the body is read; the live key: 400 from the bounds, 413 for the bomb.
+    expect(Object.fromEntries(statuses)).toEqual({ 401: expect.any(Number), 400: expect.any(Number), 413: expect.any(Number) });
     expect(probes.length).toBeGreaterThan(5);
     expect(probes.every((s) => s === 200)).toBe(true);
     expect(loop.samples).toBeGreaterThan(0);
