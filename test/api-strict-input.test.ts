@@ -206,3 +206,56 @@ describe('occurredAt precision', () => {
     expect((await post(`${at}Z`)).status).toBe(200);
   });
 });
+
+describe('what JSON.parse would change silently', () => {
+  it('refuses a key given twice in one object with 400 naming it, escaped or not; nothing is stored', async () => {
+    const { id, key } = await newAccount();
+    const email = `dup${++seq}-${Date.now()}@example.com`;
+    const cases: [string, string, string][] = [
+      ['/accounts', `{"name":"first","email":"${email}","name":"second"}`, 'name'],
+      ['/accounts', `{"name":"first","email":"${email}","\\u006eame":"second"}`, 'name'],
+      [`/accounts/${id}/usage`, '{"metric":"api.calls","quantity":1,"quantity":1000000}', 'quantity'],
+      [`/accounts/${id}/usage`, '{"metric":"api.calls","quantity":1,"x":{"k":1,"k":2}}', 'x.k'],
+      [`/accounts/${id}/usage`, '{"metric":"api.calls","quantity":1,"x":[0,{"k":1,"k":2}]}', 'x.1.k'],
+    ];
+    for (const [path, body, field] of cases) {
+      const a = path === '/accounts' ? await admin('POST', path, body) : await call(key, 'POST', path, body);
+      expectError(a, 400, 'VALIDATION_FAILED', new RegExp(`^Invalid body: ${field.replace(/\./g, '\\.')}: is given twice in one object`));
+      expect(a.body.error.details.fields).toEqual([{ field, message: 'is given twice in one object; JSON.parse would keep only the last' }]);
+    }
+    expect(await db.query('SELECT 1 FROM accounts WHERE email = $1', [email])).toHaveLength(0);
+    expect(await db.query('SELECT 1 FROM usage WHERE account_id = $1', [id])).toHaveLength(0);
+    // One key in each of two objects is no duplicate: zod then names the unknown field.
+    const siblings = await call(key, 'POST', `/accounts/${id}/usage`, '{"metric":"api.calls","quantity":1,"x":[{"k":1},{"k":2}]}');
+    expect(siblings.body.error.details.fields).toEqual([{ field: 'x', message: 'is not a known field' }]);
+  });
+
+  it('refuses a number JSON.parse would round with 400 naming the field; exact ones pass in any form', async () => {
+    const { id, key } = await newAccount();
+    const usage = (quantity: string) => call(key, 'POST', `/accounts/${id}/usage`, `{"metric":"api.calls","quantity":${quantity}}`);
+    for (const [literal, readAs] of [['9007199254740993', '9007199254740992'], ['999999.99999999999', '1000000'], ['1e-400', '0']]) {
+      const a = await usage(literal);
+      expectError(a, 400, 'VALIDATION_FAILED', new RegExp(`^Invalid body: quantity: ${literal} cannot be kept exactly by a JSON number \\(a double\\): it would be read as ${readAs}$`));
+      expect(a.body.error.details.fields[0].field).toBe('quantity');
+    }
+    expectError(await usage('1e400'), 400, 'VALIDATION_FAILED', /^Invalid body: quantity: 1e400 is out of the range of a JSON number$/);
+    // Rounded up to the bound, this price was accepted as 1,000,000.
+    const price = await admin('POST', '/accounts', `{"name":"p","email":"p${++seq}-${Date.now()}@example.com","unitPriceCents":999999.99999999999}`);
+    expectError(price, 400, 'VALIDATION_FAILED', /^Invalid body: unitPriceCents: /);
+    for (const [literal, value] of [['1e2', 100], ['100.000', 100], ['1000000', 1_000_000], ['0', 0]] as const) {
+      const a = await usage(literal);
+      expect(a.status, `${literal}: ${a.text}`).toBe(201);
+      expect(a.body.quantity).toBe(value);
+    }
+  });
+
+  it('keeps a body at the element bound cheap: 999 distinct keys, then the unknown fields', async () => {
+    const { id, key } = await newAccount();
+    const body = `{"metric":"api.calls","quantity":1,${Array.from({ length: 997 }, (_, i) => `"k${i}":${i}`).join(',')}}`;
+    const t0 = performance.now();
+    const a = await call(key, 'POST', `/accounts/${id}/usage`, body);
+    expect(a.status).toBe(400);
+    expect(a.body.error.details.fields[0].message).toBe('is not a known field');
+    expect(performance.now() - t0).toBeLessThan(2_000);
+  });
+});

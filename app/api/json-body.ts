@@ -2,7 +2,7 @@
  * Request bodies, under a fixed cost for anyone whose key is not known to be live. In order:
  * the key is checked (an unknown or revoked key answers 401 before a byte of the body is
  * read), then the media type and charset (415), the size while the bytes stream (413), the shape on the
- * raw bytes (app/api/json-bounds.ts: depth and element count, 400), and only then JSON.parse.
+ * raw bytes (app/api/json-bounds.ts: depth, element count, duplicate keys, inexact numbers, 400), and only then JSON.parse.
  * Requests without a body (GET, DELETE, a POST that sends none) skip all of it.
  */
 import express, { type Request, type RequestHandler, type Response } from 'express';
