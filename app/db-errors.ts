@@ -6,7 +6,10 @@
  * - connection lost: the connection itself failed, not the statement, and a new connection
  *   may well work: class 08, 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect
  *   now (starting up or shutting down), 57P05 idle session timeout, a socket error, a socket
- *   closed under a query, or no pooled connection came free in time.
+ *   closed under a query, or no pooled connection came free in time; and a connection the
+ *   database refused at login: class 28 (the password or role refused, as while a secret
+ *   rotates), 3D000 (no such database) and 55000 "not currently accepting connections"
+ *   (ALTER DATABASE ... ALLOW_CONNECTIONS false). None of these is the caller's doing.
  * - busy: class 53, insufficient resources (53300 too many connections, 53200 out of memory,
  *   53100 disk full, 53400 configuration limit exceeded).
  * - read-only: 25006, what a writer that has just become a standby (a failover) answers.
@@ -25,6 +28,13 @@ export const READ_ONLY_SQL_TRANSACTION = '25006';
 
 /** Shutdown, crash, start-up and idle-session codes of class 57 that end the connection. */
 const CONNECTION_ENDED = new Set(['57P01', '57P02', '57P03', '57P05']);
+/**
+ * Login refused: class 28 and 3D000 are raised only while a connection starts; 55000 is
+ * also a statement's error (a sequence's currval before nextval), so only its login message
+ * counts.
+ */
+const LOGIN_REFUSED = new Set(['3D000']);
+const NOT_ACCEPTING_CONNECTIONS = /is not currently accepting connections/;
 /** Node's socket errors: the server or the network went away. */
 const SOCKET_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 /** node-postgres reports a socket that closed under a query without a code. */
@@ -47,6 +57,7 @@ export function isConnectionLost(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   const code = codeOf(err);
   if (code !== undefined && (code.startsWith('08') || CONNECTION_ENDED.has(code) || SOCKET_ERRORS.has(code))) return true;
+  if (code !== undefined && (code.startsWith('28') || LOGIN_REFUSED.has(code) || (code === '55000' && NOT_ACCEPTING_CONNECTIONS.test(err.message)))) return true;
   return CONNECTION_CLOSED.test(err.message) || isPoolTimeout(err);
 }
 

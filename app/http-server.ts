@@ -32,6 +32,34 @@ import type { Config } from './config.js';
 import type { ErrorCode } from './errors.js';
 import type { ShutdownStep } from './shutdown.js';
 
+/**
+ * Pipelined requests read ahead of the one running before the socket is no longer read: a
+ * client that pipelines without reading its answers cannot make the server hold its requests
+ * in memory without bound (20 MB of them held 520 MB). Past this, at most the rest of the
+ * bytes already read (one socket read, 64 KiB) are parsed.
+ */
+const MAX_READ_AHEAD = 32;
+
+type ReadableSocket = Socket & { _paused?: boolean; parser?: { resume(): void } | null };
+
+/**
+ * Node's own flow control for pipelined requests, as http.Server pauses a socket whose
+ * answers back up: with `_paused` set, Node neither resumes the socket as a request's body is
+ * read nor lets the parser go past the bytes at hand.
+ */
+function pauseReading(socket: ReadableSocket): void {
+  socket._paused = true;
+  socket.pause();
+}
+
+function resumeReading(socket: ReadableSocket): void {
+  // While the client does not read its answers, Node resumes the socket itself once they drain.
+  if (!socket._paused || socket.destroyed || socket.writableNeedDrain) return;
+  socket._paused = false;
+  socket.parser?.resume();
+  socket.resume();
+}
+
 /** A socket's request being answered, and the pipelined ones read behind it, not yet dispatched. */
 interface SocketRequests {
   current: http.ServerResponse | undefined;
@@ -71,8 +99,8 @@ export class DrainableServer {
       }
       // Never dispatched: the socket ends once the answer before this one is out.
       if (this.closing.has(socket)) return;
-      if (requests.current !== undefined) requests.waiting.push([req, res]);
-      else this.dispatch(app, socket, requests, req, res);
+      if (requests.current === undefined) this.dispatch(app, socket, requests, req, res);
+      else if (requests.waiting.push([req, res]) >= MAX_READ_AHEAD) pauseReading(socket);
     });
   }
 
@@ -88,7 +116,10 @@ export class DrainableServer {
       // requests read behind it never run.
       const open = !socket.destroyed && !socket.writableEnded && !this.closing.has(socket);
       const next = open ? requests.waiting.shift() : undefined;
-      if (next !== undefined) this.dispatch(app, socket, requests, ...next);
+      if (next !== undefined) {
+        if (requests.waiting.length < MAX_READ_AHEAD) resumeReading(socket);
+        this.dispatch(app, socket, requests, ...next);
+      }
       else if (!open || this.draining) {
         requests.waiting.length = 0;
         // An answer whose headers went out before the drain began still said keep-alive.

@@ -33,6 +33,8 @@ afterAll(async () => {
 interface RawExchange {
   /** The status line of the first answer, or undefined if none came. */
   statusLine?: string;
+  /** Everything the server sent. */
+  text: string;
   answeredAfterMs?: number;
   closedAfterMs: number;
 }
@@ -43,7 +45,9 @@ function raw(head: string, trickle: (socket: net.Socket) => void, everyMs: numbe
     const socket = net.connect(server.port, '127.0.0.1');
     const t0 = Date.now();
     const out: Partial<RawExchange> = {};
+    let text = '';
     socket.on('data', (d) => {
+      text += d.toString('latin1');
       if (out.statusLine === undefined) {
         out.statusLine = d.toString('latin1').split('\r\n')[0];
         out.answeredAfterMs = Date.now() - t0;
@@ -55,7 +59,7 @@ function raw(head: string, trickle: (socket: net.Socket) => void, everyMs: numbe
     socket.once('close', () => {
       clearInterval(timer);
       clearTimeout(giveUp);
-      resolve({ ...out, closedAfterMs: Date.now() - t0 });
+      resolve({ ...out, text, closedAfterMs: Date.now() - t0 });
     });
     socket.write(head);
   });
@@ -104,6 +108,8 @@ describe('slow clients', () => {
   it('answers 408 and closes a client that trickles its headers, after HEADERS_TIMEOUT_MS', async () => {
     const r = await raw('GET /accounts HTTP/1.1\r\nHost: x\r\n', (s) => s.write('X-Slow: 1\r\n'), 300);
     expect(r.statusLine).toBe('HTTP/1.1 408 Request Timeout');
+    // In the API's error shape, not Node's bare status line.
+    expect(JSON.parse(r.text.slice(r.text.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { code: 'REQUEST_TIMEOUT' } });
     expect(r.closedAfterMs).toBeGreaterThanOrEqual(900);
     expect(r.closedAfterMs).toBeLessThan(5_000);
   });
@@ -115,6 +121,7 @@ describe('slow clients', () => {
       300,
     );
     expect(r.statusLine).toBe('HTTP/1.1 408 Request Timeout');
+    expect(JSON.parse(r.text.slice(r.text.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { code: 'REQUEST_TIMEOUT' } });
     expect(r.closedAfterMs).toBeGreaterThanOrEqual(1_900);
     expect(r.closedAfterMs).toBeLessThan(6_000);
   });

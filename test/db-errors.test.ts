@@ -45,6 +45,37 @@ describe('database trouble', () => {
     }
   });
 
+  it('a connection the database refuses at login is connection lost: a wrong password (28P01), a database not accepting connections (55000), none by that name (3D000)', async () => {
+    const role = `refused_${Date.now()}`;
+    const dbName = `closed_${Date.now()}`;
+    await db.query(`CREATE ROLE ${role} LOGIN PASSWORD 'pw'`);
+    await db.query(`CREATE DATABASE ${dbName}`);
+    await db.query(`ALTER DATABASE ${dbName} ALLOW_CONNECTIONS false`);
+    const loginError = async (user: string, password: string, database: string) => {
+      const url = new URL(db.url);
+      Object.assign(url, { username: user, password, pathname: `/${database}` });
+      const client = new pg.Client({ connectionString: url.toString() });
+      const err = await client.connect().then(() => undefined, (e: unknown) => e);
+      await client.end().catch(() => undefined);
+      return err as { code: string };
+    };
+    try {
+      const own = new URL(db.url);
+      const cases = [
+        [await loginError(role, 'wrong', own.pathname.slice(1)), '28P01'],
+        [await loginError(decodeURIComponent(own.username), decodeURIComponent(own.password), dbName), '55000'],
+        [await loginError(decodeURIComponent(own.username), decodeURIComponent(own.password), `${dbName}_missing`), '3D000'],
+      ] as const;
+      for (const [err, code] of cases) {
+        expect(err.code).toBe(code);
+        expect(dbTrouble(err), code).toBe('connection-lost');
+      }
+    } finally {
+      await db.query(`DROP DATABASE ${dbName}`);
+      await db.query(`DROP ROLE ${role}`);
+    }
+  });
+
   it('a statement past statement_timeout timed out, 57014', async () => {
     const err = await errorOf("SET statement_timeout = '20ms'; SELECT pg_sleep(5)");
     expect(dbTrouble(err)).toBe('timed-out');
@@ -70,11 +101,13 @@ describe('database trouble', () => {
   });
 
   it("a caller's mistake is no database trouble", async () => {
-    for (const sql of ["SELECT '2026-01-01T00:00:00+20:00'::timestamptz", 'SELECT 1/0', "SELECT 'x'::int", 'SELECT * FROM missing_table']) {
+    // The last: 55000 raised by a statement (currval before nextval), not by a login.
+    for (const sql of ["SELECT '2026-01-01T00:00:00+20:00'::timestamptz", 'SELECT 1/0', "SELECT 'x'::int", 'SELECT * FROM missing_table', 'CREATE TEMP SEQUENCE s; SELECT currval(\'s\')']) {
       const err = await errorOf(sql);
       expect(err, sql).toBeInstanceOf(Error);
       expect(isTransientDbError(err), sql).toBe(false);
     }
+    expect(((await errorOf("CREATE TEMP SEQUENCE s2; SELECT currval('s2')")) as { code: string }).code).toBe('55000');
     expect(isTransientDbError(new Error('boom'))).toBe(false);
     expect(isTransientDbError(undefined)).toBe(false);
   });

@@ -166,6 +166,42 @@ describe('pipelined requests on one socket', () => {
   });
 });
 
+describe('a client that pipelines without bound', () => {
+  it('is read only 32 requests ahead of the one running (plus the bytes at hand), then served to the end, in order', async () => {
+    const total = 10_000;
+    let parsed = 0;
+    let releaseFirst!: () => void;
+    const firstHeld = new Promise<void>((resolve) => (releaseFirst = resolve));
+    const server = new DrainableServer((req, res) => {
+      if (req.url === '/r0') void firstHeld.then(() => res.end(`done ${req.url}`));
+      else res.end(`done ${req.url}`);
+    }, config);
+    let serverSocket: net.Socket | undefined;
+    server.server.on('connection', (s: net.Socket) => (serverSocket = s));
+    server.server.prependListener('request', () => parsed++);
+    const { port } = await server.listen(0);
+    const socket = net.connect(port, '127.0.0.1');
+    let received = '';
+    socket.setEncoding('utf8').on('data', (c: string) => (received += c));
+    socket.write(Array.from({ length: total }, (_, i) => get(`/r${i}`)).join(''));
+    // The first request holds the socket: once 32 are waiting behind it, the server stops reading.
+    await until(() => serverSocket?.isPaused() === true, 'the server to stop reading the socket');
+    const atPause = parsed;
+    await new Promise<void>((r) => setImmediate(() => setImmediate(() => setImmediate(r))));
+    // At most the rest of one socket read (64 KiB of 28-byte requests) is parsed past the 32.
+    expect(atPause).toBeLessThan(33 + Math.ceil(65_536 / get('/r0').length) + 1);
+    expect(parsed).toBe(atPause);
+    releaseFirst();
+    await until(() => (received.match(/HTTP\/1\.1 200/g) ?? []).length === total, 'every answer');
+    const bodies = received.split(/(?=HTTP\/1\.1 )/).map((a) => a.slice(a.indexOf('\r\n\r\n') + 4));
+    expect(bodies[0]).toBe('done /r0');
+    expect(bodies.at(-1)).toBe(`done /r${total - 1}`);
+    expect(bodies.every((b, i) => b === `done /r${i}`)).toBe(true);
+    socket.destroy();
+    await server.drain();
+  });
+});
+
 describe('SIGTERM with pipelined requests on one socket, against the real server process', () => {
   it('answers the request running in full and never runs the POST, DELETE and GET pipelined behind it (rows checked)', async () => {
     const db = await createTestDatabase();

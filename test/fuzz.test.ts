@@ -106,19 +106,29 @@ async function send(req: Request): Promise<{ status: number; headers: Headers; b
   return { status: res.status, headers: res.headers, body, text };
 }
 
+/** Each operation's path as Express matches it: case-insensitive, an optional trailing slash, a parameter being one segment. */
+const routePatterns = ops.map((op) => ({ op, pattern: new RegExp(`^${op.template.split(/\{\w+\}/).map((part) => part.replace(/[.*+?^$()|[\]\\]/g, '\\$&')).join('[^/]+')}/?$`, 'i') }));
+
+/**
+ * The statuses the document allows for the path the server is really sent. A mutated path may
+ * reach another route (fetch resolves `..`, so /accounts/1/api-keys/.. is /accounts/1/; an empty
+ * segment leaves a trailing slash), or a path whose routes serve other methods: the 405 the
+ * document describes, after the key (401).
+ */
+function statusesFor(req: Request): readonly number[] {
+  const sent = new URL(req.path, 'http://fuzz.invalid').pathname;
+  const reached = routePatterns.filter((r) => r.pattern.test(sent));
+  if (reached.length === 0) return [401, 404];
+  return reached.find((r) => r.op.method === req.op.method)?.op.statuses ?? [401, 405];
+}
+
 /** The properties every answer must hold, whatever was sent. */
 function checkAlways(req: Request, r: Awaited<ReturnType<typeof send>>): void {
   const what = `${req.caller} ${req.op.method} ${req.path}?${req.query} ${req.mutated ?? 'valid'} -> ${r.status} ${r.text.slice(0, 300)}`;
   expect(r.status, what).toBeLessThan(500);
-  // Whatever was sent, by whoever: the answer's status is one the document lists for the route,
-  // or the 405 it lists for a method a path does not serve, where a mutated path resolves to
-  // another one (the client resolves `..`: /accounts/2/api-keys/.. is /accounts/2/).
-  if (r.status === 405) {
-    expect(req.mutated, what).toMatch(/^path /);
-    expect(r.headers.get('allow')?.split(', '), what).not.toContain(req.op.method);
-  } else {
-    expect(req.op.statuses, what).toContain(r.status);
-  }
+  // Whatever was sent, by whoever: the answer's status is one the document lists for the route it reached.
+  expect(statusesFor(req), what).toContain(r.status);
+  if (r.status === 405) expect(r.headers.get('allow'), what).toMatch(/^[A-Z]+(, [A-Z]+)*$/);
   if (r.status >= 400) {
     expect(r.body?.error?.code, what).toMatch(ERROR_CODES);
     expect(typeof r.body.error.message, what).toBe('string');

@@ -1,0 +1,56 @@
+/**
+ * A database that is shutting down, made for real: Postgres's smart shutdown (SIGTERM to the
+ * postmaster) lets the sessions open go on and refuses every new connection with SQLSTATE
+ * 57P03, "the database system is shutting down", as an RDS instance does while it stops for a
+ * reboot or a failover. The API must answer 503 with Retry-After, never 500.
+ */
+import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApi } from '../app/api.js';
+import { loadConfig } from '../app/config.js';
+import { createPool } from '../app/db.js';
+import { dbTrouble } from '../app/db-errors.js';
+import { DrainableServer } from '../app/http-server.js';
+import { createLogger } from '../app/logger.js';
+import { startOwnPostgres, type OwnPostgres } from './helpers/own-postgres.js';
+
+const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+let own: OwnPostgres;
+beforeAll(async () => {
+  own = await startOwnPostgres();
+});
+afterAll(() => own.destroy());
+
+describe('a database shutting down (57P03)', () => {
+  it('answers 503 with Retry-After to keyed and admin requests while new connections are refused', async () => {
+    const config = loadConfig({ DATABASE_URL: own.url, ADMIN_API_KEY: ADMIN_KEY });
+    const pool = createPool(config.database, { role: 'test-api', max: 3, logger: createLogger('silent'), waitMs: 2_000, statementTimeoutMs: 5_000 });
+    const server = new DrainableServer(createApi({ pool, logger: createLogger('silent'), config, isDraining: () => false }), config);
+    const base = `http://127.0.0.1:${((await server.listen(0)) as AddressInfo).port}`;
+    // The session that keeps the smart shutdown waiting, so that Postgres stays up and refusing.
+    const held = new pg.Client({ connectionString: own.url });
+    held.on('error', () => {});
+    await held.connect();
+    try {
+      const { rows } = await held.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      const postmaster = Number(/^PPid:\s+(\d+)$/m.exec(readFileSync(`/proc/${rows[0]!.pid}/status`, 'utf8'))![1]);
+      process.kill(postmaster, 'SIGTERM');
+      // A new connection is refused from now on; the pool of the API has none open yet.
+      const refused = await new pg.Client({ connectionString: own.url }).connect().then(() => undefined, (e: unknown) => e);
+      expect((refused as { code?: string }).code).toBe('57P03');
+      expect(dbTrouble(refused)).toBe('connection-lost');
+      for (const [key, method, path] of [[ADMIN_KEY, 'GET', '/accounts'], [ADMIN_KEY, 'POST', '/accounts'], [`sbk_${'Q'.repeat(43)}`, 'GET', '/accounts/1']] as const) {
+        const r = await fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: method === 'POST' ? JSON.stringify({ name: 'A', email: 'a@example.com' }) : undefined });
+        expect(r.status, `${method} ${path}`).toBe(503);
+        expect(r.headers.get('retry-after')).toBe('1');
+        expect(((await r.json()) as { error: { code: string } }).error.code).toBe('UNAVAILABLE');
+      }
+    } finally {
+      await server.drain();
+      await pool.end();
+      await held.end().catch(() => undefined);
+    }
+  });
+});
