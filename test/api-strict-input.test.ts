@@ -249,6 +249,13 @@ describe('what JSON.parse would change silently', () => {
     }
   });
 
+  it('leaves a body that closes more than it opens to JSON.parse: 400 INVALID_JSON', async () => {
+    const { id, key } = await newAccount();
+    for (const body of ['}}{"metric":"a"}', ']]]]]{{{{{{', '{"a":1}}{"a":1,"a":2}']) {
+      expectError(await call(key, 'POST', `/accounts/${id}/usage`, body), 400, 'INVALID_JSON');
+    }
+  });
+
   it('keeps a body at the element bound cheap: 999 distinct keys, then the unknown fields', async () => {
     const { id, key } = await newAccount();
     const body = `{"metric":"api.calls","quantity":1,${Array.from({ length: 997 }, (_, i) => `"k${i}":${i}`).join(',')}}`;

@@ -235,7 +235,8 @@ export function checkJsonShape(body: Uint8Array): void {
       expectKey = c === OPEN_OBJECT;
     } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
       keys[depth] = undefined;
-      depth--;
+      // A close with nothing open is not JSON: JSON.parse refuses it.
+      if (--depth < 0) return;
       expectKey = false;
     } else if (c === COMMA) {
       elements++;
