@@ -17,6 +17,16 @@ const BENCH_ADMIN_KEY = 'bench-admin-key-0123456789abcdefghijklmnop';
 
 const CYCLES = Number(process.env.BENCH_DRAIN_CYCLES ?? 12);
 const LOAD_REQUESTS = Number(process.env.BENCH_LOAD_REQUESTS ?? 2500);
+/**
+ * Throughput rounds, each with a fresh server of each kind. Within a round both servers run
+ * side by side and the measures of one comparison take turns in short slices, in an order
+ * that reverses every cycle (A B, B A, ...): the machine's drift (its two cores are shared by
+ * the servers, Postgres and this load generator) then falls on both sides alike, where
+ * measuring one server for seconds, then the other, swung a round's ratio by about ±15%.
+ */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const SLICE_CYCLES = Number(process.env.BENCH_SLICE_CYCLES ?? 4);
+const SLICE_SECONDS = 1.5;
 
 async function drainOverhead(url: string): Promise<number[]> {
   const overheads: number[] = [];
@@ -77,18 +87,30 @@ async function throughputs(url: string) {
     dbBareIsolated: { server: 'bare', path: `/isolated/accounts/${account}` },
   } satisfies Record<string, Measure>;
   const results = Object.fromEntries(Object.keys(measures).map((k) => [k, [] as number[]])) as Record<keyof typeof measures, number[]>;
-  for (let round = 0; round < 3; round++) {
-    for (const which of round % 2 ? (['bare', 'ours'] as const) : (['ours', 'bare'] as const)) {
-      const proc: Proc & { url: string } =
-        which === 'ours'
-          ? await startServer({ DATABASE_URL: url, LOG_LEVEL: 'info', ENABLE_WORKERS: 'false', ADMIN_API_KEY: BENCH_ADMIN_KEY })
-          : await startBare(url);
-      drainElsewhere(proc);
-      for (const [name, m] of Object.entries(measures) as [keyof typeof measures, Measure][]) {
-        if (m.server !== which) continue;
-        await throughput(proc.url, m.path, { seconds: 1, headers: m.headers }); // warm-up
-        results[name].push(await throughput(proc.url, m.path, { seconds: 3, headers: m.headers }));
+  const comparisons: (keyof typeof measures)[][] = [
+    ['healthOurs', 'healthBare'],
+    ['dbOurs', 'dbBare', 'dbBareIsolated'],
+  ];
+  for (let round = 0; round < ROUNDS; round++) {
+    const servers = {
+      ours: await startServer({ DATABASE_URL: url, LOG_LEVEL: 'info', ENABLE_WORKERS: 'false', ADMIN_API_KEY: BENCH_ADMIN_KEY }),
+      bare: await startBare(url),
+    };
+    drainElsewhere(servers.ours);
+    drainElsewhere(servers.bare);
+    const run = (name: keyof typeof measures, seconds: number) => {
+      const m: Measure = measures[name];
+      return throughput(servers[m.server].url, m.path, { seconds, headers: m.headers });
+    };
+    for (const names of comparisons) {
+      for (const name of names) await run(name, 1); // warm-up
+      const sums = new Map(names.map((n) => [n, 0]));
+      for (let cycle = 0; cycle < SLICE_CYCLES; cycle++) {
+        for (const name of cycle % 2 ? [...names].reverse() : names) sums.set(name, sums.get(name)! + (await run(name, SLICE_SECONDS)));
       }
+      for (const name of names) results[name].push(sums.get(name)! / SLICE_CYCLES);
+    }
+    for (const proc of Object.values(servers)) {
       proc.kill('SIGTERM');
       await proc.exited;
     }
@@ -139,7 +161,8 @@ async function main() {
     const ratio = (label: string, ours: number[], base: number[], baseLabel: string, target: string) => {
       const o = median(ours);
       const b = median(base);
-      console.log(`${label}: ${fmt(o, 0)} req/s vs ${baseLabel} ${fmt(b, 0)} req/s = ${fmt(o / b, 2)}x (${target}; median of 3 rounds)`);
+      const rounds = ours.map((x, i) => fmt(x / base[i]!, 2)).join(', ');
+      console.log(`${label}: ${fmt(o, 0)} req/s vs ${baseLabel} ${fmt(b, 0)} req/s = ${fmt(o / b, 2)}x (${target}; medians of ${ROUNDS} rounds of ${SLICE_CYCLES} alternating ${SLICE_SECONDS}-s slices; the rounds: ${rounds})`);
       return o / b;
     };
     ratio('throughput /healthz', tp.healthOurs, tp.healthBare, 'bare Express', 'target >= 0.95x');
