@@ -5,33 +5,24 @@
  * naming the field, and an answered occurredAt sent back under its idempotency key replays.
  */
 import { request } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApi } from '../app/api.js';
-import { loadConfig } from '../app/config.js';
-import { createPool, type Pool } from '../app/db.js';
-import { DrainableServer } from '../app/http-server.js';
-import { createLogger } from '../app/logger.js';
+import { startApi, type InProcessApi } from './helpers/api.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 
 const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
 /** A well-formed account key that no account holds. */
 const MADE_UP_KEY = `sbk_${'A'.repeat(43)}`;
 let db: TestDatabase;
-let pool: Pool;
-let server: DrainableServer;
+let api: InProcessApi;
 let base: string;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  const config = loadConfig({ DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY });
-  pool = createPool(config.database, { role: 'test-api', max: 5, logger: createLogger('silent'), waitMs: 2_000, statementTimeoutMs: 5_000 });
-  server = new DrainableServer(createApi({ pool, logger: createLogger('silent'), config, isDraining: () => false }), config);
-  base = `http://127.0.0.1:${((await server.listen(0)) as AddressInfo).port}`;
+  api = await startApi({ DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY });
+  ({ base } = api);
 });
 afterAll(async () => {
-  await server.drain();
-  await pool.end();
+  await api.stop();
   await db.drop();
 });
 

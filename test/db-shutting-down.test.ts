@@ -5,15 +5,10 @@
  * reboot or a failover. The API must answer 503 with Retry-After, never 500.
  */
 import { readFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApi } from '../app/api.js';
-import { loadConfig } from '../app/config.js';
-import { createPool } from '../app/db.js';
 import { dbTrouble } from '../app/db-errors.js';
-import { DrainableServer } from '../app/http-server.js';
-import { createLogger } from '../app/logger.js';
+import { startApi } from './helpers/api.js';
 import { startOwnPostgres, type OwnPostgres } from './helpers/own-postgres.js';
 
 const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
@@ -25,10 +20,8 @@ afterAll(() => own.destroy());
 
 describe('a database shutting down (57P03)', () => {
   it('answers 503 with Retry-After to keyed and admin requests while new connections are refused', async () => {
-    const config = loadConfig({ DATABASE_URL: own.url, ADMIN_API_KEY: ADMIN_KEY });
-    const pool = createPool(config.database, { role: 'test-api', max: 3, logger: createLogger('silent'), waitMs: 2_000, statementTimeoutMs: 5_000 });
-    const server = new DrainableServer(createApi({ pool, logger: createLogger('silent'), config, isDraining: () => false }), config);
-    const base = `http://127.0.0.1:${((await server.listen(0)) as AddressInfo).port}`;
+    const api = await startApi({ DATABASE_URL: own.url, ADMIN_API_KEY: ADMIN_KEY }, { max: 3 });
+    const { base } = api;
     // The session that keeps the smart shutdown waiting, so that Postgres stays up and refusing.
     const held = new pg.Client({ connectionString: own.url });
     held.on('error', () => {});
@@ -48,8 +41,7 @@ describe('a database shutting down (57P03)', () => {
         expect(((await r.json()) as { error: { code: string } }).error.code).toBe('UNAVAILABLE');
       }
     } finally {
-      await server.drain();
-      await pool.end();
+      await api.stop();
       await held.end().catch(() => undefined);
     }
   });
