@@ -9,7 +9,7 @@
  * steered. The admin key is compared as a SHA-256 digest with timingSafeEqual, so the
  * comparison takes the same time whatever the caller sent.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import type { Pool } from './db.js';
 import { UserError } from './errors.js';
@@ -33,7 +33,8 @@ export function newApiKey(): NewKey {
 }
 
 function sha256(value: string): Buffer {
-  return createHash('sha256').update(value, 'utf8').digest();
+  // The one-shot form: no Hash object per request.
+  return hash('sha256', value, 'buffer');
 }
 
 /** A 401 that tells the client how to authenticate (RFC 6750). */

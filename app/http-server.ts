@@ -110,7 +110,8 @@ export class DrainableServer {
       this.closing.add(socket);
     }
     requests.current = res;
-    res.once('close', () => {
+    // Emitted once per response.
+    res.on('close', () => {
       requests.current = undefined;
       // Node has ended the socket after an answer that said close, or it was cut off: the
       // requests read behind it never run.

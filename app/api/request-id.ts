@@ -27,7 +27,8 @@ export function requestId(logger: Logger): RequestHandler {
     res.setHeader('Cache-Control', 'no-store');
     res.locals.requestId = id;
     const t0 = performance.now();
-    res.once('close', () => {
+    // 'close' is emitted once per response: `on` spares the wrapper `once` makes.
+    res.on('close', () => {
       logger.info(
         { requestId: id, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(performance.now() - t0), completed: res.writableFinished },
         'request',
