@@ -22,11 +22,20 @@ const LOAD_REQUESTS = Number(process.env.BENCH_LOAD_REQUESTS ?? 2500);
  * side by side and the measures of one comparison take turns in short slices, in an order
  * that reverses every cycle (A B, B A, ...): the machine's drift (its two cores are shared by
  * the servers, Postgres and this load generator) then falls on both sides alike, where
- * measuring one server for seconds, then the other, swung a round's ratio by about ±15%.
+ * measuring one server for seconds, then the other, swung a round's ratio by about ±15%. A
+ * cycle's slices form one pair, and the result is the median of every pair's ratio: one
+ * slice in a few swings by a third on this machine, and the median is not moved by it.
  */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const SLICE_CYCLES = Number(process.env.BENCH_SLICE_CYCLES ?? 4);
+const SLICE_CYCLES = Number(process.env.BENCH_SLICE_CYCLES ?? 8);
 const SLICE_SECONDS = 1.5;
+/**
+ * Load on each measure before its slices. V8 compiles a request path's functions as they get
+ * hot, on a background thread that shares the two cores, and a server of the project's has
+ * more of them than the bare app: in slices from a server's first second, the DB route's
+ * ratio rose from about 0.75x to its level within 2-3 s.
+ */
+const WARM_SECONDS = Number(process.env.BENCH_WARM_SECONDS ?? 5);
 
 async function drainOverhead(url: string): Promise<number[]> {
   const overheads: number[] = [];
@@ -103,12 +112,10 @@ async function throughputs(url: string) {
       return throughput(servers[m.server].url, m.path, { seconds, headers: m.headers });
     };
     for (const names of comparisons) {
-      for (const name of names) await run(name, 1); // warm-up
-      const sums = new Map(names.map((n) => [n, 0]));
+      for (const name of names) await run(name, WARM_SECONDS);
       for (let cycle = 0; cycle < SLICE_CYCLES; cycle++) {
-        for (const name of cycle % 2 ? [...names].reverse() : names) sums.set(name, sums.get(name)! + (await run(name, SLICE_SECONDS)));
+        for (const name of cycle % 2 ? [...names].reverse() : names) results[name].push(await run(name, SLICE_SECONDS));
       }
-      for (const name of names) results[name].push(sums.get(name)! / SLICE_CYCLES);
     }
     for (const proc of Object.values(servers)) {
       proc.kill('SIGTERM');
@@ -158,14 +165,15 @@ async function main() {
     );
 
     const tp = await throughputs(url);
-    // Each round measures both sides within the same seconds, so a round's ratio is the figure;
-    // the median of the rounds' ratios is the result.
+    // The two sides of a pair are measured within the same 3 seconds, so a pair's ratio is the
+    // figure; the median of every pair's ratio is the result, with its quartiles.
     const ratio = (label: string, ours: number[], base: number[], baseLabel: string, target: string) => {
-      const rounds = ours.map((x, i) => x / base[i]!);
-      const r = median(rounds);
+      const pairs = ours.map((x, i) => x / base[i]!).sort((a, b) => a - b);
+      const r = median(pairs);
+      const quartile = (q: number) => pairs[Math.round(q * (pairs.length - 1))]!;
       console.log(
         `${label}: ${fmt(median(ours), 0)} req/s vs ${baseLabel} ${fmt(median(base), 0)} req/s (medians) = ${fmt(r, 2)}x (${target}; ` +
-          `median of ${ROUNDS} rounds of ${SLICE_CYCLES} alternating ${SLICE_SECONDS}-s slices; the rounds: ${rounds.map((x) => fmt(x, 2)).join(', ')})`,
+          `median of ${pairs.length} paired ${SLICE_SECONDS}-s slices, ${SLICE_CYCLES} alternating pairs in each of ${ROUNDS} rounds, after ${WARM_SECONDS} s of warm-up; quartiles ${fmt(quartile(0.25), 2)}-${fmt(quartile(0.75), 2)})`,
       );
       return r;
     };
