@@ -171,9 +171,10 @@ async function main() {
       const pairs = ours.map((x, i) => x / base[i]!).sort((a, b) => a - b);
       const r = median(pairs);
       const quartile = (q: number) => pairs[Math.round(q * (pairs.length - 1))]!;
+      const perRound = Array.from({ length: ROUNDS }, (_, round) => median(ours.slice(round * SLICE_CYCLES, (round + 1) * SLICE_CYCLES).map((x, i) => x / base[round * SLICE_CYCLES + i]!)));
       console.log(
         `${label}: ${fmt(median(ours), 0)} req/s vs ${baseLabel} ${fmt(median(base), 0)} req/s (medians) = ${fmt(r, 2)}x (${target}; ` +
-          `median of ${pairs.length} paired ${SLICE_SECONDS}-s slices, ${SLICE_CYCLES} alternating pairs in each of ${ROUNDS} rounds, after ${WARM_SECONDS} s of warm-up; quartiles ${fmt(quartile(0.25), 2)}-${fmt(quartile(0.75), 2)})`,
+          `median of ${pairs.length} paired ${SLICE_SECONDS}-s slices, ${SLICE_CYCLES} alternating pairs in each of ${ROUNDS} rounds, after ${WARM_SECONDS} s of warm-up; quartiles ${fmt(quartile(0.25), 2)}-${fmt(quartile(0.75), 2)}; each round's median ${perRound.map((x) => fmt(x, 2)).join(', ')})`,
       );
       return r;
     };
