@@ -5,7 +5,7 @@
  * (app/config.ts) with a message that says which rule it broke.
  */
 import { z } from 'zod';
-import { KEY_PREFIX } from './auth.js';
+import { KEY_PREFIX } from './key-format.js';
 
 /** An admin key shorter than this is refused at start-up. */
 export const ADMIN_KEY_MIN_LENGTH = 32;

@@ -2,8 +2,7 @@
  * Who is calling: `Authorization: Bearer <key>` with the admin key (ADMIN_API_KEY, the
  * operator) or an account API key.
  *
- * Account keys are `sbk_` + 43 base64url characters (32 random bytes): the prefix makes a
- * leaked key recognisable in a log or to a secret scanner. Only the key's SHA-256 is stored,
+ * Account keys have the format of app/key-format.ts. Only the key's SHA-256 is stored,
  * and a key is found by that hash with an index lookup in Postgres: nothing compares the
  * secret itself, and the lookup's timing says nothing about the key, since a hash cannot be
  * steered. The admin key is compared as a SHA-256 digest with timingSafeEqual, so the
@@ -13,12 +12,9 @@ import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import type { Pool } from './db.js';
 import { UserError } from './errors.js';
+import { KEY_PATTERN, KEY_PREFIX, SHOWN_CHARS } from './key-format.js';
 import { OPERATOR, type Identity } from './tenancy.js';
 
-export const KEY_PREFIX = 'sbk_';
-const KEY_PATTERN = /^sbk_[A-Za-z0-9_-]{43}$/;
-/** Characters of a key kept in clear in listings: the prefix and 8 more. */
-const SHOWN_CHARS = KEY_PREFIX.length + 8;
 
 export interface NewKey {
   /** The key itself: returned once, never stored. */

@@ -13,7 +13,8 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { assertValidJobs, JOBS, type JobDefinition } from '../lib/jobs.js';
+import { assertValidJobs, InvalidJobsTableError, JOBS, type JobDefinition } from '../lib/jobs.js';
+import { EXIT } from './errors.js';
 
 /** dist/jobs-table.checked, beside dist/app/ and dist/lib/. */
 const STAMP = new URL('../jobs-table.checked', import.meta.url);
@@ -33,6 +34,13 @@ export function checkJobsTable(jobs: readonly JobDefinition[]): void {
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
-  assertValidJobs(JOBS);
-  writeFileSync(STAMP, `${tableDigest(JOBS)}\n`);
+  try {
+    assertValidJobs(JOBS);
+    writeFileSync(STAMP, `${tableDigest(JOBS)}\n`);
+  } catch (err) {
+    if (!(err instanceof InvalidJobsTableError)) throw err;
+    // The user's edit to fix: every problem, naming the file, the job and the field; no stack.
+    process.stderr.write(`${err.message}\n`);
+    process.exitCode = EXIT.usage;
+  }
 }

@@ -1,4 +1,7 @@
 /**
+ * The house's shape. No import circle in app/, lib/ or bin/, type imports included: a circle
+ * means two modules that cannot be understood (or loaded) one without the other.
+ *
  * The folder boundary: the container (app/) and the plain-data modules it shares with the
  * infrastructure (lib/*.ts) never import the CDK, so aws-cdk-lib can never reach the image by an
  * accidental import; only lib/constructs/, bin/ and the tests do.
@@ -31,6 +34,61 @@ function crossings(files: string[]): string[] {
       .map((spec) => `${file} imports ${spec}`),
   );
 }
+
+/** The relative modules a file imports or re-exports statically (`import type` too), as repository paths. */
+function localImportsOf(file: string): string[] {
+  const text = readFileSync(path.join(ROOT, file), 'utf8');
+  const specs = [
+    ...text.matchAll(/\b(?:import|export)\s[^;]*?\sfrom\s*'(\.[^']+)'/g),
+    ...text.matchAll(/\bimport\s*'(\.[^']+)'/g),
+  ].map((m) => m[1]!);
+  return specs.map((spec) => path.relative(ROOT, path.resolve(path.dirname(path.join(ROOT, file)), spec)).replace(/\.(m?)js$/, '.$1ts'));
+}
+
+/** Every circle among `files`' imports, each as its modules in order (Tarjan's strongly connected components). */
+function importCircles(files: string[]): string[][] {
+  const graph = new Map(files.map((f) => [f, localImportsOf(f).filter((g) => files.includes(g))]));
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const circles: string[][] = [];
+  const visit = (v: string): void => {
+    index.set(v, index.size);
+    low.set(v, index.get(v)!);
+    stack.push(v);
+    for (const w of graph.get(v)!) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (stack.includes(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const component: string[] = [];
+    for (let w = stack.pop()!; ; w = stack.pop()!) {
+      component.unshift(w);
+      if (w === v) break;
+    }
+    if (component.length > 1 || graph.get(v)!.includes(v)) circles.push(component);
+  };
+  for (const f of files) if (!index.has(f)) visit(f);
+  return circles;
+}
+
+describe('no import circle', () => {
+  it('in app/, lib/ or bin/, type imports included', () => {
+    const files = [...sourceFiles('app', true), ...sourceFiles('lib', true), ...sourceFiles('bin', true)];
+    expect(files.length).toBeGreaterThan(50);
+    expect(importCircles(files)).toEqual([]);
+  });
+
+  it('the check sees a circle of type imports when one is there', () => {
+    expect(importCircles(['test/fixtures/circle/a.ts', 'test/fixtures/circle/b.ts'])).toEqual([['test/fixtures/circle/a.ts', 'test/fixtures/circle/b.ts']]);
+  });
+
+  it('the check follows the imports of the modules it is given', () => {
+    expect(localImportsOf('app/auth.ts')).toEqual(expect.arrayContaining(['app/key-format.ts', 'app/tenancy.ts', 'app/db.ts']));
+  });
+});
 
 describe('the folder boundary', () => {
   it('app/ and lib/*.ts import neither the CDK nor lib/constructs/', () => {

@@ -146,6 +146,16 @@ function runText(l: JobListing, i: number): string {
   return `${local} (${inUtc.slice(0, 5) === local.slice(0, 5) ? inUtc.slice(6) : inUtc}Z)`;
 }
 
+/** The width of the listing when stdout is no terminal and COLUMNS is unset: a file, a pager, a CI log. */
+export const PIPED_WIDTH = 100;
+
+/** On a terminal, its own width; else COLUMNS when set (as shells and CI runners export it), else PIPED_WIDTH. */
+export function listingWidth(stdout: { isTTY?: boolean; columns?: number } = process.stdout, env: NodeJS.ProcessEnv = process.env): number {
+  if (stdout.isTTY && stdout.columns) return stdout.columns;
+  const columns = Number(env.COLUMNS);
+  return Number.isInteger(columns) && columns >= 40 ? columns : PIPED_WIDTH;
+}
+
 /** The listing for a terminal `width` columns wide: a table when it fits, else a block per job. */
 export function formatListing(listings: readonly JobListing[], width = Infinity): string {
   const headers = ['JOB', 'ON', 'SCHEDULE', 'TIME ZONE', 'NEXT 3 RUNS (IN ITS ZONE, MM-DD hh:mm)', 'CPU', 'MEMORY', 'TIMEOUT', 'TASK RETRIES', 'RUN LENGTH', 'RUNS/MO', ...COST_VARIANTS.map((v) => `${v.label} RUN / MONTH`), 'STEP FUNCTIONS RUN / MONTH'];
@@ -215,6 +225,5 @@ export async function runJobsCommand(args: readonly string[], env: NodeJS.Proces
     process.stdout.write(`${JSON.stringify(listings, null, 2)}\n`);
     return;
   }
-  // On a terminal, its own width; piped (to a file, grep or less -S), the whole table.
-  process.stdout.write(`${formatListing(listings, process.stdout.isTTY ? process.stdout.columns || 120 : Infinity)}\n${note ? `  ${note}\n` : ''}`);
+  process.stdout.write(`${formatListing(listings, listingWidth())}\n${note ? `  ${note}\n` : ''}`);
 }

@@ -33,7 +33,7 @@ import { addJobStarter, SCHEDULE_DLQ_SUFFIX, startsBySchedule } from './job-star
 import { JOBS, scheduleOf, validateJobs, type JobDefinition } from '../jobs.js';
 import { missedRunProblems } from './missed-run.js';
 import { shortestIntervalMs } from '../schedule.js';
-import { InvalidSettingsError, Problems } from './validation.js';
+import { InvalidSettingsError, JOBS_TABLE, Problems } from './validation.js';
 
 export interface ScheduledJobsProps {
   /** The cluster (and so the VPC) the jobs run in. */
@@ -142,7 +142,7 @@ export class ScheduledJobs extends Construct {
     problems.whole('retryAttempts', props.retryAttempts, 0, 185);
     problems.seconds('taskStartAllowance', props.taskStartAllowance, { min: 0, max: TASK_START_ALLOWANCE_SECONDS * 2 });
     problems.list.push(...validateScheduledJobs(jobs, { namePrefix, hasExportBucket: props.exportBucket !== undefined, now: props.now }));
-    if (problems.list.length > 0) throw new InvalidSettingsError('The jobs table (lib/jobs.ts)', problems.list);
+    if (problems.list.length > 0) throw new InvalidSettingsError(JOBS_TABLE, problems.list);
     super(scope, id);
     this.namePrefix = namePrefix;
 

@@ -11,7 +11,7 @@ import type { Node } from 'constructs';
 import { DEFAULT_STAGE, LIMITS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STACK_DEFAULTS, STAGES, STORAGE_DEFAULTS, WAF_DEFAULTS, type Stage, type StageDefaults } from '../defaults.js';
 import type { JobDefinition } from '../jobs.js';
 import { validateBackendStackProps, type BackendStackProps } from './stack.js';
-import { Problems, throwIfProblems } from './validation.js';
+import { JOBS_TABLE, Problems, throwIfAnyProblems } from './validation.js';
 
 type Kind = 'string' | 'integer' | 'boolean';
 
@@ -183,6 +183,10 @@ export function settingsFromContext(node: Node, options: { readonly jobs?: reado
     now: new Date(),
   };
 
-  throwIfProblems(`The settings (cdk.json context) of stack ${stackName}`, [...problems, ...range.list, ...validateBackendStackProps(stackName, props)], true);
+  const { settings, jobsTable } = validateBackendStackProps(stackName, props);
+  throwIfAnyProblems([
+    { what: `The settings (cdk.json context) of stack ${stackName}`, problems: [...problems, ...range.list, ...settings], plural: true },
+    { what: JOBS_TABLE, problems: jobsTable },
+  ]);
   return { stackName, props };
 }

@@ -27,7 +27,7 @@ import { ScheduledJobs, validateScheduledJobs } from './scheduled-jobs.js';
 import { reportDefaultBusRules } from './rule-quota.js';
 import { ServiceMonitoring } from './service-monitoring.js';
 import { onlyServicesGetGrants } from './guard.js';
-import { InvalidSettingsError, Problems } from './validation.js';
+import { JOBS_TABLE, Problems, throwIfAnyProblems } from './validation.js';
 import { ApiFirewall, validateApiFirewallProps, type ApiFirewallProps } from './waf.js';
 import { validateWebServiceProps, WebService, type WebServiceProps } from './web-service.js';
 
@@ -98,9 +98,15 @@ export function withStageDefaults(props: BackendStackProps): BackendStackProps &
 }
 
 /** Every problem with `props`: the jobs table's and every setting's, in one list. */
-export function validateBackendStackProps(id: string, props: BackendStackProps): string[] {
+/** The stack's problems by where they come from: its settings, or the jobs table. */
+export interface StackProblems {
+  readonly settings: string[];
+  readonly jobsTable: string[];
+}
+
+export function validateBackendStackProps(id: string, props: BackendStackProps): StackProblems {
   if (props.stage !== undefined && !STAGES.includes(props.stage)) {
-    return [`stage must be one of ${STAGES.join(', ')}, got ${JSON.stringify(props.stage)}`];
+    return { settings: [`stage must be one of ${STAGES.join(', ')}, got ${JSON.stringify(props.stage)}`], jobsTable: [] };
   }
   props = withStageDefaults(props);
   const jobs = props.jobs ?? JOBS;
@@ -123,12 +129,12 @@ export function validateBackendStackProps(id: string, props: BackendStackProps):
   problems.whole('databaseMaxConnections', props.databaseMaxConnections, 1);
   const budget = poolBudgetOf(props);
   if (budget.problem) problems.add(budget.problem);
-  problems.list.push(...validateScheduledJobs(jobs, {
+  const jobsTable = validateScheduledJobs(jobs, {
     namePrefix: props.stackName ?? id,
     hasExportBucket: jobs.some((j) => j.usesExportBucket),
     now: props.now,
-  }));
-  return problems.list;
+  });
+  return { settings: problems.list, jobsTable };
 }
 
 export class BackendStack extends Stack {
@@ -163,8 +169,8 @@ export class BackendStack extends Stack {
   constructor(scope: Construct, id: string, given: BackendStackProps) {
     // One "now" for every schedule computation, so each is made once (lib/schedule.ts remembers them).
     const now = given.now ?? new Date();
-    const problems = validateBackendStackProps(id, { ...given, now });
-    if (problems.length > 0) throw new InvalidSettingsError(`Stack ${given.stackName ?? id}`, problems);
+    const { settings, jobsTable } = validateBackendStackProps(id, { ...given, now });
+    throwIfAnyProblems([{ what: `Stack ${given.stackName ?? id}`, problems: settings }, { what: JOBS_TABLE, problems: jobsTable }]);
     const props = withStageDefaults(given);
     super(scope, id, props);
     this.stage = props.stage;

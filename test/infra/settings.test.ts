@@ -65,11 +65,25 @@ describe('settings from cdk.json context', () => {
     expect(errorMessage(() => settingsFromContext(newApp({ alertEmail: '' }).node))).toContain('alertEmail must be set');
   });
 
-  it('reports a bad jobs table and bad settings in the same error', () => {
+  it('reports a bad jobs table and bad settings in the same error, each under the file it comes from', () => {
     const jobs = [...jobsCopy(), { ...EXTRA_JOB, cpu: 300 }];
     const message = errorMessage(() => settingsFromContext(newApp({ minCapacity: 0 }).node, { jobs }));
-    expect(message).toContain('minCapacity must be a whole number of at least 1, got 0');
-    expect(message).toContain('job "usage-digest": cpu must be one of 256, 512, 1024');
+    const [settings, table] = message.split('\n\n');
+    expect(settings).toMatch(/^The settings \(cdk\.json context\) of stack \S+ have 1 problem:/);
+    expect(settings).toContain('minCapacity must be a whole number of at least 1, got 0');
+    expect(table).toMatch(/^The jobs table \(lib\/jobs\.ts\) has 1 problem:/);
+    expect(table).toContain('job "usage-digest": cpu must be one of 256, 512, 1024');
+  });
+
+  it.each([
+    ['a misspelled time zone', { timeZone: 'America/New_Yrok' }, 'timeZone'],
+    ['a job size Fargate has not', { cpu: 512, memoryMiB: 256 }, 'memoryMiB'],
+  ])('blames the jobs table, not the settings, for %s', (_name, change, field) => {
+    const jobs = [...jobsCopy(), { ...EXTRA_JOB, ...change }];
+    const message = errorMessage(() => settingsFromContext(newApp().node, { jobs }));
+    expect(message).toMatch(/^The jobs table \(lib\/jobs\.ts\) has 1 problem:/);
+    expect(message).toContain(`job "usage-digest": ${field}`);
+    expect(message).not.toContain('cdk.json');
   });
 });
 
