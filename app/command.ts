@@ -10,7 +10,7 @@
  */
 import { CONTAINER_COMMANDS, InvalidJobsTableError, JOBS } from '../lib/jobs.js';
 import { checkJobsTable } from './jobs-table-check.js';
-import { UsageError, EXIT } from './errors.js';
+import { EXIT, StartupProblem, UsageError } from './errors.js';
 import { parseJobArgs } from './jobs/args.js';
 import { describeStart, exitOnLoadFailure, startupLine } from './startup-guard.js';
 
@@ -106,7 +106,9 @@ main(process.argv.slice(2)).catch(async (err: unknown) => {
   const { failureCode } = describeStart(process.argv.slice(2));
   const { createLogger, flushLogs } = await load(import('./logger.js'));
   const logger = createLogger(process.env.LOG_LEVEL ?? 'info');
-  logger.fatal({ err: (err as Error)?.message, stack: (err as Error)?.stack, exitCode: failureCode }, `start-up failed: ${(err as Error)?.message ?? String(err)}`);
+  // A problem of the machine (a port taken) names its fix; only a fault of the code needs the stack.
+  const stack = err instanceof StartupProblem ? undefined : (err as Error)?.stack;
+  logger.fatal({ err: (err as Error)?.message, stack, exitCode: failureCode }, `start-up failed: ${(err as Error)?.message ?? String(err)}`);
   flushLogs();
   process.exit(failureCode);
 });

@@ -66,3 +66,14 @@ export class UsageError extends UserError {
     this.name = 'UsageError';
   }
 }
+
+/**
+ * A start-up failure of the machine, not of the code (a port taken): its message names the fix,
+ * so it is logged without a stack trace.
+ */
+export class StartupProblem extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StartupProblem';
+  }
+}

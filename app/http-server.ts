@@ -29,7 +29,8 @@ import http from 'node:http';
 import net, { type AddressInfo, type Socket } from 'node:net';
 import type { RequestListener } from 'node:http';
 import type { Config } from './config.js';
-import type { ErrorCode } from './errors.js';
+import { StartupProblem, type ErrorCode } from './errors.js';
+import { portTakenMessage } from './port-owner.js';
 import type { ShutdownStep } from './shutdown.js';
 
 /**
@@ -134,9 +135,11 @@ export class DrainableServer {
 
   listen(port: number): Promise<AddressInfo> {
     return new Promise((resolve, reject) => {
-      this.server.once('error', reject);
+      const fail = (err: NodeJS.ErrnoException) =>
+        reject(err.code === 'EADDRINUSE' ? new StartupProblem(portTakenMessage(port, 'PORT', 'the API')) : err);
+      this.server.once('error', fail);
       this.server.listen(port, () => {
-        this.server.off('error', reject);
+        this.server.off('error', fail);
         resolve(this.server.address() as AddressInfo);
       });
     });

@@ -21,6 +21,9 @@ export interface EmbeddedPostgresHandle {
   stop(): Promise<void>;
 }
 
+/** The local Postgres's port unless LOCAL_PG_PORT says otherwise: off the default 5432, so a Postgres of the machine's own is left alone. */
+export const DEFAULT_LOCAL_PG_PORT = 54329;
+
 const USER = 'postgres';
 const PASSWORD = 'postgres';
 

@@ -15,28 +15,45 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { LocalPostgresError, spawnPostgresHost } from './embedded-postgres.js';
+import { JOBS } from '../../lib/jobs.js';
+import { portTakenMessage } from '../port-owner.js';
+import { DEFAULT_LOCAL_PG_PORT, LocalPostgresError, spawnPostgresHost } from './embedded-postgres.js';
+import { lockLocalPostgres } from './local-lock.js';
 import { findRunning, maskUrl, register } from './shared-postgres.js';
 
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
-
-/** How long a command whose own start of Postgres failed looks for one another command is starting. */
-const RACE_WAIT_MS = 10_000;
 
 interface LocalDatabase {
   readonly url: string;
   stop(): Promise<void>;
 }
 
+/** Whether nothing listens on 127.0.0.1:`port`, where the local Postgres would. */
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = net.createServer();
+    probe.once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+}
+
+/** Prints one line naming the fix and exits 1: the local Postgres cannot be had. */
+function cannotStart(line: string): never {
+  process.stderr.write(`${line}\n`);
+  process.exit(1);
+}
+
 /**
  * The local Postgres: the one already running for this data folder (another command's, usually
- * `npm start`'s) when there is one, else one of its own. `npm run jobs` only looks: it works
- * without a database.
+ * `npm start`'s) when there is one, else one of its own. The look and the start happen under
+ * the data folder's lock (local-lock.ts), so commands started together share one Postgres.
+ * `npm run jobs` only looks: it works without a database.
  */
 async function localPostgres(command: string | undefined): Promise<LocalDatabase | undefined> {
   const dataDir = process.env.LOCAL_PG_DATA_DIR ?? '.data/postgres';
-  const port = Number(process.env.LOCAL_PG_PORT ?? 54329);
+  const port = Number(process.env.LOCAL_PG_PORT ?? DEFAULT_LOCAL_PG_PORT);
   const database = process.env.LOCAL_PG_DATABASE ?? 'app';
   const attach = async (): Promise<LocalDatabase | undefined> => {
     // Registered first, so that the host cannot stop between the look and the use.
@@ -49,22 +66,41 @@ async function localPostgres(command: string | undefined): Promise<LocalDatabase
     process.stderr.write(`using the local Postgres already running at ${maskUrl(running.url)} (pid ${running.pid})\n`);
     return { url: running.url, stop: async () => {} };
   };
-  const found = await attach();
-  if (found || command === 'jobs') return found;
+  if (command === 'jobs') return attach();
+  const release = await lockLocalPostgres(dataDir);
   try {
+    const found = await attach();
+    if (found) return found;
+    if (!(await portFree(port))) cannotStart(`${portTakenMessage(port, 'LOCAL_PG_PORT', 'the local Postgres')} Or set DATABASE_URL to use another database.`);
     const host = await spawnPostgresHost({ dataDir, port, persistent: true, database });
     process.stderr.write(`local Postgres ready at ${maskUrl(host.url)} (data in ${host.dataDir})\n`);
     return host;
   } catch (err) {
     if (!(err instanceof LocalPostgresError)) throw err;
-    // Two commands started at once: the other one may be starting it on the same data folder.
-    for (const until = Date.now() + RACE_WAIT_MS; Date.now() < until; await new Promise((r) => setTimeout(r, 250))) {
-      const other = await attach();
-      if (other) return other;
-    }
-    process.stderr.write(`${err.message}. Set LOCAL_PG_PORT if port ${port} is taken by another program, or DATABASE_URL to use another database.\n`);
-    process.exit(1);
+    cannotStart(`${err.message}. Set DEBUG=1 for Postgres's own log, or DATABASE_URL to use another database.`);
+  } finally {
+    await release();
   }
+}
+
+/**
+ * The commands that need the schema but do not migrate themselves (the server and `seed` do):
+ * on the local database they run after `migrate`, so that any of them works on a fresh clone.
+ */
+function needsMigration(command: string | undefined): boolean {
+  return command === 'runs' || JOBS.some((job) => job.name === command);
+}
+
+/** Runs `main.js migrate` quietly; on failure prints its output and exits with its code. */
+async function migrateFirst(env: NodeJS.ProcessEnv): Promise<void> {
+  const child = spawn(process.execPath, [here('../main.js'), 'migrate'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...env, LOG_LEVEL: 'warn' } });
+  const output: Buffer[] = [];
+  child.stdout.on('data', (b: Buffer) => output.push(b));
+  child.stderr.on('data', (b: Buffer) => output.push(b));
+  const code = await new Promise<number>((resolve) => child.once('close', (c) => resolve(c ?? 1)));
+  if (code === 0) return;
+  process.stderr.write(Buffer.concat(output));
+  process.exit(code);
 }
 
 export const DEV_ADMIN_KEY_FILE = '.data/admin-api-key';
@@ -81,6 +117,7 @@ async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const pg = process.env.DATABASE_URL ? undefined : await localPostgres(args[0]);
   const env: NodeJS.ProcessEnv = pg ? { ...process.env, DATABASE_URL: pg.url } : { ...process.env };
+  if (pg && needsMigration(args[0])) await migrateFirst(env);
   let keyForCurl = '$ADMIN_API_KEY';
   if (args.length === 0 && !env.ADMIN_API_KEY) {
     env.ADMIN_API_KEY = devAdminKey();
@@ -97,7 +134,7 @@ async function main(): Promise<void> {
       const url = `http://localhost:${port}`;
       return `\nAPI ready at ${url}; try it (more in docs/api.md):\n  curl -H "Authorization: Bearer ${keyForCurl}" ${url}/accounts\n\n`;
     };
-    child.stdout!.pipe(terminalLogStream({ showMetrics: process.env.LOCAL_LOG_METRICS === '1', onListening })).pipe(process.stdout);
+    child.stdout!.pipe(terminalLogStream({ showMetrics: process.env.LOCAL_LOG_METRICS === '1', showStacks: Boolean(process.env.DEBUG), onListening })).pipe(process.stdout);
   }
   // The terminal's Ctrl-C reaches the child directly (same process group); a SIGTERM sent to
   // this launcher alone is passed on.

@@ -11,16 +11,19 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { startEmbeddedPostgres } from './embedded-postgres.js';
+import { DEFAULT_LOCAL_PG_PORT, startEmbeddedPostgres } from './embedded-postgres.js';
+import { lockLocalPostgres } from './local-lock.js';
 import { liveUsers, publish, unpublish } from './shared-postgres.js';
 
 const dataDir = process.env.LOCAL_PG_DATA_DIR ?? '.data/postgres';
-const port = Number(process.env.LOCAL_PG_PORT ?? 54329);
+const port = Number(process.env.LOCAL_PG_PORT ?? DEFAULT_LOCAL_PG_PORT);
 const database = process.env.LOCAL_PG_DATABASE ?? 'app';
 const persistent = process.env.LOCAL_PG_PERSISTENT !== 'false';
 
 async function main(): Promise<void> {
-  const handle = await startEmbeddedPostgres({ dataDir, port, persistent });
+  // DEBUG shows Postgres's own log, for a start that fails with no clear reason.
+  const onLog = process.env.DEBUG ? (line: string) => process.stderr.write(`postgres: ${line}\n`) : undefined;
+  const handle = await startEmbeddedPostgres({ dataDir, port, persistent, onLog });
   const admin = new pg.Client(handle.url());
   await admin.connect();
   const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
@@ -39,17 +42,31 @@ async function main(): Promise<void> {
   const stopWhenUnused = async () => {
     if (handedOver) return;
     handedOver = true;
-    let users = persistent ? liveUsers(dataDir) : [];
-    if (users.length > 0) {
-      process.stderr.write(`local Postgres stays up while ${users.length === 1 ? 'process' : 'processes'} ${users.join(', ')} ${users.length === 1 ? 'uses' : 'use'} it; it stops when they end\n`);
-      // The launcher may exit now: it waits for 'kept' or for this process's exit.
-      if (process.connected) process.send?.('kept', () => process.disconnect());
+    if (!persistent) return stopNow();
+    let kept = false;
+    for (;;) {
+      let users = liveUsers(dataDir);
+      if (users.length > 0 && !kept) {
+        kept = true;
+        process.stderr.write(`local Postgres stays up while ${users.length === 1 ? 'process' : 'processes'} ${users.join(', ')} ${users.length === 1 ? 'uses' : 'use'} it; it stops when they end\n`);
+        // The launcher may exit now: it waits for 'kept' or for this process's exit.
+        if (process.connected) process.send?.('kept', () => process.disconnect());
+      }
       while (users.length > 0) {
         await sleep(500);
         users = liveUsers(dataDir);
       }
+      // Decided under the data folder's lock: a command that looks for this Postgres meanwhile
+      // either registers before this second look (and it stays up), or finds it gone and starts its own.
+      const release = await lockLocalPostgres(dataDir);
+      if (liveUsers(dataDir).length === 0) {
+        unpublish(dataDir, process.pid);
+        await handle.stop();
+        await release();
+        process.exit(0);
+      }
+      await release();
     }
-    await stopNow();
   };
   process.on('message', (m) => m === 'stop' && void stopWhenUnused());
   process.on('disconnect', () => void stopWhenUnused());

@@ -4,8 +4,9 @@
  * - A request is one line, what a developer scans for first: `GET /accounts 200 4 ms <request id>`.
  * - The metrics lines (the EMF payloads CloudWatch reads, one every DATABASE_PROBE_MS) are
  *   hidden, unless LOCAL_LOG_METRICS=1; shown, each is one line too.
- * - Every other line is pino-pretty's, on one line; warnings and errors keep their fields
- *   (a stack) on the lines below.
+ * - Every other line is pino-pretty's, on one line; warnings and errors keep their fields on
+ *   the lines below, but not a stack trace, unless DEBUG is set: a local failure is one line
+ *   that names its fix.
  * - A line that is not JSON (a crash's output) passes through as it is.
  *
  * Only the launcher uses this, and only when stdout is a terminal: piped, and always in the
@@ -36,12 +37,24 @@ function statusColour(status: number): string {
   return status >= 500 ? '\x1b[31m' : status >= 400 ? '\x1b[33m' : '\x1b[32m';
 }
 
+/** The line without a stack trace, at its top or in its `err` (pino's serialized error). */
+function withoutStacks(line: Line): Line {
+  const { stack: _stack, ...rest } = line;
+  if (typeof rest.err === 'object' && rest.err !== null && 'stack' in rest.err) {
+    const { stack: _errStack, ...err } = rest.err as Record<string, unknown>;
+    return { ...rest, err };
+  }
+  return rest;
+}
+
 export function isRequestLine(line: Line): boolean {
   return line.msg === 'request' && typeof line.method === 'string' && typeof line.status === 'number';
 }
 
 export interface TerminalLogOptions {
   readonly showMetrics: boolean;
+  /** Stack traces too (DEBUG). */
+  readonly showStacks?: boolean;
   /** Lines to print after the server's `listening on port` line: how to reach it. */
   readonly onListening?: (port: number) => string;
 }
@@ -67,6 +80,7 @@ export function createTerminalFormatter(options: TerminalLogOptions): (text: str
       const { _aws: _ignored, ...rest } = line;
       return oneLine(rest);
     }
+    if (!options.showStacks) line = withoutStacks(line);
     const pretty = (WARN_OR_WORSE.has(String(line.level)) ? full : oneLine)(line);
     if (options.onListening && typeof line.port === 'number' && line.msg?.startsWith('listening on port')) return pretty + options.onListening(line.port);
     return pretty;
