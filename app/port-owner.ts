@@ -24,6 +24,12 @@ function listeningInodes(port: number): Set<string> {
   return inodes;
 }
 
+/** The program's file name from its command line ("node", "postgres"), else the kernel's short name. */
+function programName(pid: string): string {
+  const argv0 = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0];
+  return argv0 ? argv0.split('/').at(-1)! : readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+}
+
 function holderOf(inodes: Set<string>): { pid: number; name: string } | undefined {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -31,7 +37,7 @@ function holderOf(inodes: Set<string>): { pid: number; name: string } | undefine
       for (const fd of readdirSync(`/proc/${entry}/fd`)) {
         const target = readlinkSync(`/proc/${entry}/fd/${fd}`);
         if (inodes.has(target.slice('socket:['.length, -1)) && target.startsWith('socket:[')) {
-          return { pid: Number(entry), name: readFileSync(`/proc/${entry}/comm`, 'utf8').trim() };
+          return { pid: Number(entry), name: programName(entry) };
         }
       }
     } catch {

@@ -105,7 +105,7 @@ describe('a port that is taken: one line that names it, what holds it and the va
       const proc = launch(['runs'], { LOCAL_PG_DATA_DIR: freshDataFolder(), LOCAL_PG_PORT: String(port) });
       expect(await finish(proc)).toBe(1);
       // This test's process holds the port: the message says so, by pid.
-      expect(proc.stderr().trim()).toMatch(new RegExp(`^Port ${port} is taken by \\S+ \\(pid ${process.pid}\\), so the local Postgres cannot listen on it\\. Set LOCAL_PG_PORT to a free port \\(for example LOCAL_PG_PORT=${port + 1}\\)\\. Or set DATABASE_URL to use another database\\.$`));
+      expect(proc.stderr().trim()).toMatch(new RegExp(`^Port ${port} is taken by node \\(pid ${process.pid}\\), so the local Postgres cannot listen on it\\. Set LOCAL_PG_PORT to a free port \\(for example LOCAL_PG_PORT=${port + 1}\\)\\. Or set DATABASE_URL to use another database\\.$`));
     } finally {
       foreign.close();
     }
@@ -119,7 +119,7 @@ describe('a port that is taken: one line that names it, what holds it and the va
     const second = await run([], { ...env, PORT: String(first.port) });
     expect(second.code).toBe(1);
     const fatal = second.logs.find((l) => l.level === 'fatal');
-    expect(fatal?.msg).toMatch(new RegExp(`^start-up failed: Port ${first.port} is taken by \\S+ \\(pid ${first.child.pid}\\), so the API cannot listen on it\\. Set PORT to a free port`));
+    expect(fatal?.msg).toMatch(new RegExp(`^start-up failed: Port ${first.port} is taken by node \\(pid ${first.child.pid}\\), so the API cannot listen on it\\. Set PORT to a free port`));
     expect(fatal).not.toHaveProperty('stack');
   });
 });

@@ -16,7 +16,7 @@ const MIGRATIONS = readdirSync(new URL('../app/migrations', import.meta.url)).fi
 
 const asRoot = userInfo().uid === 0;
 
-describe.skipIf(!asRoot)('the local launcher as root, in a folder closed to other users', () => {
+describe.skipIf(!asRoot)('only when the tests run as root (skipped otherwise, and counted as skipped): the local launcher as root, in a folder closed to other users', () => {
   let closed: string;
   let cache: string;
 
