@@ -30,6 +30,24 @@ describe('the local launcher\'s logs', () => {
     expect(run.stdout).not.toContain('{"level"');
   });
 
+  it.each([
+    ['without DEBUG: one line, no stack trace', {}, false],
+    ['with DEBUG=1: the stack trace too', { DEBUG: '1' }, true],
+  ])('a failure on a terminal, %s', (_name, extra, stack) => {
+    // A database nobody listens on: `runs` fails at its first query.
+    const run = spawnSync('script', ['-qec', `${process.execPath} dist/app/dev/local.js runs`, '/dev/null'], {
+      cwd: REPO_ROOT,
+      env: { ...env(), DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', ...extra },
+      encoding: 'utf8',
+      timeout: 170_000,
+    });
+    const text = run.stdout.replace(/\x1b\[[0-9;]*m/g, '').replace(/\r/g, '');
+    expect(run.status, text).not.toBe(0);
+    expect(text).toMatch(/FATAL.*start-up failed: .*ECONNREFUSED/);
+    // A frame of the trace, on a line of its own or inside pino-pretty's quoted stack field.
+    expect(/ {4}at \S/.test(text), text).toBe(stack);
+  });
+
   it('stay JSON when piped', () => {
     const run = spawnSync(process.execPath, ['dist/app/dev/local.js', 'migrate'], { cwd: REPO_ROOT, env: env(), encoding: 'utf8', timeout: 170_000 });
     expect(run.status, run.stderr).toBe(0);
