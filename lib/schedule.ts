@@ -22,7 +22,7 @@
  * A `rate()` is a fixed duration after the previous invocation, whatever the zone.
  */
 import { Cron } from 'croner';
-import { DAY_MS, isTimeZone, offsetMs, springChanges, wallClock } from './time-zones.js';
+import { DAY_MS, MINUTE_MS, isTimeZone, offsetMs, springChanges, wallClock } from './time-zones.js';
 
 export { isTimeZone, wallClock };
 
@@ -203,9 +203,10 @@ export function longestIntervalMs(schedule: Schedule, from: Date = new Date()): 
 }
 
 /**
- * The wall times ("2027-03-28 02:30") in the year after `from` at which a cron schedule in a
- * time zone would run but for the spring change: they do not exist, and Scheduler skips
- * them (see the top of this module). Empty for a rate() or a schedule in UTC.
+ * The wall times ("2027-03-28 02:30") in the year and a week after `from`
+ * (SPRING_LOOKAHEAD_MS: every yearly rule's next spring change) at which a cron schedule in a
+ * time zone would run but for the spring change: they do not exist, and Scheduler skips them
+ * (see the top of this module). Empty for a rate() or a schedule in UTC.
  */
 export function skippedRuns(schedule: Schedule, from: Date = new Date()): string[] {
   const zone = schedule.timeZone ?? UTC;
@@ -213,8 +214,10 @@ export function skippedRuns(schedule: Schedule, from: Date = new Date()): string
   const wallCron = toCron(schedule.fields);
   const skipped: string[] = [];
   for (const change of springChanges(zone, from.getTime())) {
-    // Wall times from the old clock's reading at the change up to the new one's do not exist.
-    for (let wall = change.at + change.before; wall < change.at + change.after; wall += 60_000) {
+    // Wall times from the old clock's reading at the change up to the new one's do not exist;
+    // cron times are whole minutes, so the walk starts on one.
+    const first = Math.ceil((change.at + change.before) / MINUTE_MS) * MINUTE_MS;
+    for (let wall = first; wall < change.at + change.after; wall += MINUTE_MS) {
       if (wallCron.match(new Date(wall))) skipped.push(new Date(wall).toISOString().slice(0, 16).replace('T', ' '));
     }
   }

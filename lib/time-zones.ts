@@ -38,13 +38,12 @@ export function wallClock(t: Date, zone: string): string {
 export const DAY_MS = 86_400_000;
 
 /**
- * A year of a zone's offset changes is found by sampling its offset weekly, then bisecting:
- * changes are months apart (the shortest break, Morocco's for Ramadan, is about a month), and
- * the container checks the table at every start, so the check must stay cheap.
+ * A zone's offset changes are found by sampling its offset weekly, then bisecting: changes
+ * are months apart (the shortest break, Morocco's for Ramadan, is about a month), and the
+ * container checks the table at every start, so the check must stay cheap.
  */
-const YEAR_MS = 366 * DAY_MS;
 const SAMPLE_MS = 7 * DAY_MS;
-const MINUTE_MS = 60_000;
+export const MINUTE_MS = 60_000;
 
 /** The offset of `zone` from UTC at `t`, in ms (the local wall clock minus UTC, to the minute). */
 export function offsetMs(t: number, zone: string): number {
@@ -60,30 +59,47 @@ export interface SpringChange {
   readonly after: number;
 }
 
-/** The spring changes of each zone in the year after a start time; five zones, looked up by every job. */
+/**
+ * How far ahead the guard looks for spring changes: a year and a week. A yearly rule changes
+ * the clocks on a weekday ("the second Sunday in March"), so two changes in a row can be 371
+ * days apart; a shorter look-ahead from the day after one change would miss the next.
+ */
+export const SPRING_LOOKAHEAD_MS = 373 * DAY_MS;
+
+/** The spring changes of each zone after a start time; five zones, looked up by every job. */
 const springChangesCache = new Map<string, readonly SpringChange[]>();
 
-export function springChanges(zone: string, from: number): readonly SpringChange[] {
-  const key = `${zone}@${from}`;
+/**
+ * The instants `zone`'s clocks move forward from `from` to `from + span`, each to the whole
+ * minute (offsets change on whole minutes; `from` is taken from the minute it falls in, so
+ * a clock read mid-minute finds the same changes as one read on it).
+ */
+export function springChanges(zone: string, from: number, span: number = SPRING_LOOKAHEAD_MS): readonly SpringChange[] {
+  const start = Math.floor(from / MINUTE_MS) * MINUTE_MS;
+  const key = `${zone}@${start}@${span}`;
   const cached = springChangesCache.get(key);
   if (cached) return cached;
   const changes: SpringChange[] = [];
-  let before = offsetMs(from, zone);
-  for (let t = from + SAMPLE_MS; t <= from + YEAR_MS; t += SAMPLE_MS) {
+  const end = start + Math.ceil(span / MINUTE_MS) * MINUTE_MS;
+  let before = offsetMs(start, zone);
+  for (let last = start; last < end; ) {
+    // The last sample falls on the end itself, so the span's last days are looked at too.
+    const t = Math.min(last + SAMPLE_MS, end);
     const after = offsetMs(t, zone);
-    if (after > before) {
-      // The clocks moved forward since the last sample: find the minute they did.
-      let lo = t - SAMPLE_MS;
-      let hi = t;
-      while (hi - lo > MINUTE_MS) {
-        const mid = lo + Math.floor((hi - lo) / 2 / MINUTE_MS) * MINUTE_MS;
-        if (offsetMs(mid, zone) === before) lo = mid;
-        else hi = mid;
-      }
-      changes.push({ at: hi, before, after });
-    }
+    if (after > before) changes.push({ at: changeMinute(zone, last, t, before), before, after });
     before = after;
+    last = t;
   }
   springChangesCache.set(key, changes);
   return changes;
+}
+
+/** The first whole minute in (lo, hi] at which `zone`'s offset is no longer `before` (lo, hi whole minutes). */
+function changeMinute(zone: string, lo: number, hi: number, before: number): number {
+  while (hi - lo > MINUTE_MS) {
+    const mid = lo + Math.floor((hi - lo) / 2 / MINUTE_MS) * MINUTE_MS;
+    if (offsetMs(mid, zone) === before) lo = mid;
+    else hi = mid;
+  }
+  return hi;
 }
