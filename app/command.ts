@@ -11,7 +11,7 @@
 import { CONTAINER_COMMANDS, InvalidJobsTableError, JOBS } from '../lib/jobs.js';
 import { checkJobsTable } from './jobs-table-check.js';
 import { EXIT, StartupProblem, UsageError } from './errors.js';
-import { parseJobArgs } from './jobs/args.js';
+import { parseJobArgs, refuseFutureTime, scheduledTimeSkewMs } from './jobs/args.js';
 import { describeStart, exitOnLoadFailure, startupLine } from './startup-guard.js';
 
 export function usage(): string {
@@ -65,6 +65,7 @@ async function main(argv: string[]): Promise<void> {
   const isJob = command !== undefined && !CONTAINER_COMMANDS.includes(command as (typeof CONTAINER_COMMANDS)[number]);
   const jobArgs = isJob ? parseJobArgs(command, rest) : undefined;
   if (isJob) {
+    refuseFutureTime(jobArgs!, scheduledTimeSkewMs());
     // The job's first line, before the heavy modules load (most of its start-up):
     // what runs, for when, in which process.
     const { scheduledTime, scheduledTimeSource } = jobArgs!;

@@ -16,6 +16,7 @@ import {
 import { DEFAULT_METRICS_NAMESPACE } from '../lib/metrics.js';
 import { adminApiKey } from './admin-key.js';
 import { UsageError } from './errors.js';
+import { SCHEDULED_TIME_SKEW } from './jobs/args.js';
 import { LOGIN_ROLE_NAME, PRINTABLE_ASCII, type LoginRole } from './login-role.js';
 
 /** A login role's password shorter than this is refused (the stack generates 30 characters). */
@@ -160,7 +161,7 @@ const schema = z.object({
   /** Postgres cancels a job statement that runs longer (one batch); longer than the API's limit. 0 turns it off. */
   JOB_STATEMENT_TIMEOUT_MS: int('(milliseconds, 0 for none)', 0, 86_400_000).default(300_000),
   /** A scheduled time may be at most this far in the future (clock skew between the scheduler and the task); later is refused with exit 2. */
-  SCHEDULED_TIME_SKEW_MS: int('(milliseconds)', 0, 3_600_000).default(60_000),
+  SCHEDULED_TIME_SKEW_MS: int('(milliseconds)', 0, SCHEDULED_TIME_SKEW.maxMs).default(SCHEDULED_TIME_SKEW.defaultMs),
   /** data-cleanup deletes usage older than this, once invoiced and rolled up; report-aggregation refuses days older than this. */
   USAGE_RETENTION_DAYS: int('(days)', 1, 36_500).default(400),
   /** data-cleanup deletes job_runs attempts that finished longer ago than this. */

@@ -90,7 +90,16 @@ describe('a scheduled time in the future', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/(SCHEDULED_TIME|--scheduled-time) \S+ is in the future: it is later than now \(\S+\) plus the clock-skew allowance of 60000 ms \(SCHEDULED_TIME_SKEW_MS\)/);
     expect(r.stderr).not.toMatch(/\n\s+at /);
+    // Refused before the job's first line: stdout carries nothing.
+    expect(r.stdout).toBe('');
     expect(await jobRuns(db)).toEqual([]);
+  });
+
+  it('takes its allowance from SCHEDULED_TIME_SKEW_MS before anything is printed', async () => {
+    const r = await run(['report-aggregation'], jobEnv(db, { SCHEDULED_TIME_SKEW_MS: '0', SCHEDULED_TIME: new Date(Date.now() + 60_000).toISOString() }));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/is in the future: .* plus the clock-skew allowance of 0 ms \(SCHEDULED_TIME_SKEW_MS\)/);
+    expect(r.stdout).toBe('');
   });
 
   it('within the clock-skew allowance, runs', async () => {

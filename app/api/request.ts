@@ -7,25 +7,18 @@ import { z } from 'zod';
 import { identityOf } from '../auth.js';
 import type { Pool } from '../db.js';
 import { UserError } from '../errors.js';
+import { OFFSET_RULE, YEAR_RULE, offsetInUse, sinceEpoch } from '../instants.js';
 import { queryAs, withIdentity, type Queryable } from '../tenancy.js';
 
 export const MAX_PAGE = 100;
 
 export const id = z.string().regex(/^[1-9]\d{0,17}$/, { message: 'must be a positive whole number' });
 
-/**
- * Instants before 1970 (UTC) are refused: nothing was metered then, and JavaScript's Date.UTC
- * reads years 0-99 as 1900-1999, which would move such a date silently. Postgres has no year 0.
- */
-export const MIN_YEAR = 1970;
-const EPOCH_MS = Date.UTC(MIN_YEAR, 0, 1);
-/** The widest UTC offset in use (Kiribati, +14:00); Postgres refuses offsets from 16:00 on (SQLSTATE 22009). */
-export const MAX_OFFSET_HOURS = 14;
-const yearMessage = { message: `must be in ${MIN_YEAR} or later (UTC)` };
+const yearMessage = { message: `must be ${YEAR_RULE}` };
 
 function offsetMinutes(v: string): number {
   const m = /([+-])(\d{2}):(\d{2})$/.exec(v);
-  return m ? Number(m[2]) * 60 + Number(m[3]) : 0;
+  return m ? (m[1] === '-' ? -1 : 1) * (Number(m[2]) * 60 + Number(m[3])) : 0;
 }
 
 // zod runs every check, even after the format has failed: each check below passes a value that
@@ -37,14 +30,14 @@ const realDay = (v: string) => !Number.isNaN(atUtcMidnight(v)) && new Date(atUtc
 
 export const timestamp = z.iso
   .datetime({ offset: true })
-  .refine((v) => !DATE_TIME.test(v) || offsetMinutes(v) <= MAX_OFFSET_HOURS * 60, { message: `must have a UTC offset between -${MAX_OFFSET_HOURS}:00 and +${MAX_OFFSET_HOURS}:00` })
-  .refine((v) => !DATE_TIME.test(v) || Number.isNaN(Date.parse(v)) || Date.parse(v) >= EPOCH_MS, yearMessage);
+  .refine((v) => !DATE_TIME.test(v) || offsetInUse(offsetMinutes(v)), { message: `must have ${OFFSET_RULE}` })
+  .refine((v) => !DATE_TIME.test(v) || Number.isNaN(Date.parse(v)) || sinceEpoch(Date.parse(v)), yearMessage);
 
 export const isoDay = z
   .string()
   .regex(DAY, { message: 'must be a date YYYY-MM-DD' })
   .refine((v) => !DAY.test(v) || realDay(v), { message: 'must be a real calendar date' })
-  .refine((v) => !DAY.test(v) || !realDay(v) || atUtcMidnight(v) >= EPOCH_MS, yearMessage);
+  .refine((v) => !DAY.test(v) || !realDay(v) || sinceEpoch(atUtcMidnight(v)), yearMessage);
 
 /**
  * A whole number in a query string, in plain decimal digits only: z.coerce.number() reads

@@ -1,11 +1,16 @@
 /**
  * A job's command line: its flags and its scheduled time (SCHEDULED_TIME, --scheduled-time, or
  * now), each refused with exit 2 and a message naming what is wrong and what is accepted.
+ * A run has one meaning: a flag given twice, or SCHEDULED_TIME and --scheduled-time naming
+ * different instants, is refused rather than one of them picked. The times accepted are the
+ * API's (app/instants.ts).
  *
- * Plain code on purpose: the entry checks them before it loads the configuration, the logger
- * or the job machinery, so a typo costs no start-up and leaves stdout empty.
+ * Plain code on purpose: the entry checks them, and a future time, before it loads the
+ * configuration, the logger or the job machinery, so a mistake costs no start-up and leaves
+ * stdout empty.
  */
 import { UsageError } from '../errors.js';
+import { MIN_YEAR, OFFSET_RULE, offsetInUse, sinceEpoch } from '../instants.js';
 
 export const JOB_FLAGS = ['--scheduled-time <ISO-8601>', '--force'] as const;
 
@@ -18,77 +23,115 @@ export interface JobArgs {
 
 const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
 
+type Reading = { readonly time: Date; readonly problem?: undefined } | { readonly time?: undefined; readonly problem: string };
+
+const NOT_REAL = 'is not a real calendar date and time';
+
 /**
- * The earliest year of a scheduled time, as the API's: nothing ran before 1970, and
- * Date.UTC reads years 0-99 as 1900-1999, so `0001-01-02` would silently become 1901.
+ * Reads an ISO-8601 time: `2025-01-02T00:15:00Z`, with a UTC offset in use, or a bare date
+ * (`2025-01-02`, midnight UTC), in 1970 or later (UTC). A time without an offset is refused:
+ * it would mean a different run on every machine. The problem is in words for the user.
  */
-export const MIN_SCHEDULED_YEAR = 1970;
+function readIsoTime(text: string): Reading {
+  const m = ISO_TIME.exec(text.trim());
+  if (!m) return { problem: 'is not an ISO-8601 time' };
+  const [, y, mo, d, h, mi, s, frac, zone] = m;
+  if (h !== undefined && zone === undefined) {
+    return { problem: 'has no UTC offset: add Z for UTC or the offset it was written in (+01:00); without one it would mean a different run on every machine' };
+  }
+  // Before Date.UTC, which reads the years 0-99 as 1900-1999.
+  if (Number(y) < MIN_YEAR) return { problem: `is before the year ${MIN_YEAR}` };
+  const [year, month, day, hour, minute, second] = [y, mo, d, h ?? '0', mi ?? '0', s ?? '0'].map(Number) as [number, number, number, number, number, number];
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return { problem: NOT_REAL };
+  const offsetMin = zone === undefined ? 0 : offsetMinutes(zone);
+  if (offsetMin === undefined) return { problem: NOT_REAL };
+  if (!offsetInUse(offsetMin)) return { problem: `has the UTC offset ${zone}: it must have ${OFFSET_RULE}` };
+  const ms = Math.floor(Number(`0.${frac ?? '0'}`) * 1_000);
+  const time = new Date(Date.UTC(year, month - 1, day, hour, minute, second, ms) - offsetMin * 60_000);
+  if (!sinceEpoch(time.getTime())) return { problem: `is ${time.toISOString()} in UTC, before the year ${MIN_YEAR}` };
+  return { time };
+}
+
+/** The minutes of `Z`, `+01:00`, `-0500` or `+01`; undefined for a minute past 59. */
+function offsetMinutes(zone: string): number | undefined {
+  if (zone.toUpperCase() === 'Z') return 0;
+  const [, sign, oh, om] = /^([+-])(\d{2}):?(\d{2})?$/.exec(zone)!;
+  if (Number(om ?? 0) > 59) return undefined;
+  return (sign === '-' ? -1 : 1) * (Number(oh) * 60 + Number(om ?? 0));
+}
 
 /** Why a text is not a scheduled time, in words for the user; undefined when it is one. */
 export function isoTimeProblem(text: string): string | undefined {
-  const m = ISO_TIME.exec(text.trim());
-  if (!m) return 'is not an ISO-8601 time';
-  const [, y, , , h, , , , zone] = m;
-  if (h !== undefined && zone === undefined) return 'has no UTC offset: add Z for UTC or the offset it was written in (+01:00); without one it would mean a different run on every machine';
-  if (Number(y) < MIN_SCHEDULED_YEAR) return `is before the year ${MIN_SCHEDULED_YEAR}`;
-  return parseIsoTime(text) ? undefined : 'is not a real calendar date and time';
+  return readIsoTime(text).problem;
 }
 
-/**
- * Parses an ISO-8601 time: `2025-01-02T00:15:00Z`, with any UTC offset, or a bare date
- * (`2025-01-02`, midnight UTC). A time without an offset is refused: it would mean a
- * different run on every machine. Returns undefined when malformed (isoTimeProblem says why).
- */
+/** The instant an ISO-8601 time names, or undefined when it is refused (isoTimeProblem says why). */
 export function parseIsoTime(text: string): Date | undefined {
-  const m = ISO_TIME.exec(text.trim());
-  if (!m) return undefined;
-  const [, y, mo, d, h, mi, s, frac, zone] = m;
-  if (h !== undefined && zone === undefined) return undefined;
-  if (Number(y) < MIN_SCHEDULED_YEAR) return undefined;
-  const [year, month, day, hour, minute, second] = [y, mo, d, h ?? '0', mi ?? '0', s ?? '0'].map(Number) as [number, number, number, number, number, number];
-  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return undefined;
-  let offsetMin = 0;
-  if (zone && zone.toUpperCase() !== 'Z') {
-    const [, sign, oh, om] = /^([+-])(\d{2}):?(\d{2})?$/.exec(zone)!;
-    if (Number(oh) > 23 || Number(om ?? 0) > 59) return undefined;
-    offsetMin = (sign === '-' ? -1 : 1) * (Number(oh) * 60 + Number(om ?? 0));
-  }
-  const ms = Math.floor(Number(`0.${frac ?? '0'}`) * 1_000);
-  return new Date(Date.UTC(year, month - 1, day, hour, minute, second, ms) - offsetMin * 60_000);
+  return readIsoTime(text).time;
 }
 
-/** The job's flags and its scheduled time: SCHEDULED_TIME first, then --scheduled-time, then now. */
-export function parseJobArgs(job: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env, now: Date = new Date()): JobArgs {
-  let flagTime: string | undefined;
-  let force = false;
+const FORMS = 'Use a UTC time like 2025-01-02T00:15:00Z, a time with its offset like 2025-01-02T01:15:00+01:00, or a date like 2025-01-02 (midnight UTC).';
+
+/** The instant `value` from `source` names, or a usage error naming both and the accepted forms. */
+function timeFrom(source: string, value: string): Date {
+  const reading = readIsoTime(value);
+  if (reading.time) return reading.time;
+  throw new UsageError(`${source} ${JSON.stringify(value)} ${reading.problem}. ${FORMS}`);
+}
+
+/** The flags as given: each known one at most once. */
+function readFlags(job: string, args: readonly string[]): { time?: string; force: boolean } {
+  const given = new Map<string, string>();
+  const once = (flag: string, value: string) => {
+    const earlier = given.get(flag);
+    if (earlier !== undefined) {
+      const both = flag === '--force' ? '' : ` (${JSON.stringify(earlier)} and ${JSON.stringify(value)})`;
+      throw new UsageError(`${flag} is given twice${both}; a run has one meaning, so give it once.`);
+    }
+    given.set(flag, value);
+  };
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
-    if (arg === '--force') force = true;
+    if (arg === '--force') once(arg, arg);
     else if (arg === '--scheduled-time' || arg.startsWith('--scheduled-time=')) {
       const value = arg.includes('=') ? arg.slice(arg.indexOf('=') + 1) : args[++i];
       if (value === undefined || value === '') throw new UsageError(`--scheduled-time needs a value, e.g. --scheduled-time 2025-01-02T00:15:00Z`);
-      flagTime = value;
+      once('--scheduled-time', value);
     } else {
       throw new UsageError(`Unknown argument "${arg}" for job ${job}. Valid flags: ${JOB_FLAGS.join(', ')}.`);
     }
   }
-  const bad = (source: string, value: string) =>
-    new UsageError(
-      `${source} ${JSON.stringify(value)} ${isoTimeProblem(value) ?? 'is not an ISO-8601 time'}. Use a UTC time like 2025-01-02T00:15:00Z, a time with its offset like 2025-01-02T01:15:00+01:00, or a date like 2025-01-02 (midnight UTC).`,
+  return { time: given.get('--scheduled-time'), force: given.has('--force') };
+}
+
+/** The job's flags and its scheduled time: SCHEDULED_TIME or --scheduled-time (the same instant if both), else now. */
+export function parseJobArgs(job: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env, now: Date = new Date()): JobArgs {
+  const { time, force } = readFlags(job, args);
+  const fromEnv = env.SCHEDULED_TIME?.trim() || undefined;
+  const envTime = fromEnv === undefined ? undefined : timeFrom('SCHEDULED_TIME', fromEnv);
+  const flagTime = time === undefined ? undefined : timeFrom('--scheduled-time', time);
+  if (envTime && flagTime && envTime.getTime() !== flagTime.getTime()) {
+    throw new UsageError(
+      `SCHEDULED_TIME ${JSON.stringify(fromEnv)} (${envTime.toISOString()}) and --scheduled-time ${JSON.stringify(time)} (${flagTime.toISOString()}) name different times; a run has one meaning, so give one of them, or the same time in both.`,
     );
-  const fromEnv = env.SCHEDULED_TIME?.trim();
-  if (fromEnv) {
-    const t = parseIsoTime(fromEnv);
-    if (!t) throw bad('SCHEDULED_TIME', fromEnv);
-    return { scheduledTime: t, scheduledTimeSource: 'SCHEDULED_TIME', force };
   }
-  if (flagTime !== undefined) {
-    const t = parseIsoTime(flagTime);
-    if (!t) throw bad('--scheduled-time', flagTime);
-    return { scheduledTime: t, scheduledTimeSource: '--scheduled-time', force };
-  }
+  if (envTime) return { scheduledTime: envTime, scheduledTimeSource: 'SCHEDULED_TIME', force };
+  if (flagTime) return { scheduledTime: flagTime, scheduledTimeSource: '--scheduled-time', force };
   return { scheduledTime: now, scheduledTimeSource: 'now', force };
+}
+
+/** SCHEDULED_TIME_SKEW_MS's default and its most (app/config.ts reads it with these). */
+export const SCHEDULED_TIME_SKEW = { defaultMs: 60_000, maxMs: 3_600_000 } as const;
+
+/**
+ * SCHEDULED_TIME_SKEW_MS, read with plain code so that a future time is refused before the
+ * job's first line. A malformed value counts as the default here; the configuration then
+ * refuses it (exit 2).
+ */
+export function scheduledTimeSkewMs(env: NodeJS.ProcessEnv = process.env): number {
+  const text = env.SCHEDULED_TIME_SKEW_MS?.trim() ?? '';
+  return /^\d+$/.test(text) && Number(text) <= SCHEDULED_TIME_SKEW.maxMs ? Number(text) : SCHEDULED_TIME_SKEW.defaultMs;
 }
 
 /**

@@ -15,7 +15,7 @@ import { UsageError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { ShutdownCoordinator, poolStep } from '../shutdown.js';
 import { EXIT } from '../errors.js';
-import { refuseFutureTime, type JobArgs } from './args.js';
+import type { JobArgs } from './args.js';
 import { HANDLERS } from './registry.js';
 import { JobRunner, LOCK_CONNECTIONS, exitCodeOf } from './runner.js';
 
@@ -23,7 +23,6 @@ import { JobRunner, LOCK_CONNECTIONS, exitCodeOf } from './runner.js';
 export async function runJobCommand(name: string, jobArgs: JobArgs, config: Config): Promise<void> {
   const job = findJob(name);
   if (!job) throw new UsageError(`Unknown job "${name}".`, 'UNKNOWN_JOB');
-  refuseFutureTime(jobArgs, config.SCHEDULED_TIME_SKEW_MS);
   const { scheduledTime, scheduledTimeSource, force } = jobArgs;
 
   const logger = createLogger(config.LOG_LEVEL, { mode: 'job', job: name });

@@ -23,9 +23,9 @@ describe('the scheduled time', () => {
     }
   });
 
-  it('comes from SCHEDULED_TIME first, then --scheduled-time, then the current time', () => {
+  it('comes from SCHEDULED_TIME or --scheduled-time, else the current time', () => {
     const now = new Date('2025-05-05T05:05:05Z');
-    expect(parseJobArgs('billing-run', ['--scheduled-time', '2025-01-01T00:00Z'], { SCHEDULED_TIME: '2025-02-02T00:00:00Z' }, now)).toEqual({
+    expect(parseJobArgs('billing-run', [], { SCHEDULED_TIME: '2025-02-02T00:00:00Z' }, now)).toEqual({
       scheduledTime: new Date('2025-02-02T00:00:00Z'),
       scheduledTimeSource: 'SCHEDULED_TIME',
       force: false,
@@ -75,6 +75,52 @@ describe('bad input', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(new RegExp(`^--scheduled-time "${time}" is before the year 1970\\.`));
     expect(parseIsoTime(time)).toBeUndefined();
+  });
+
+  it('refuses the times the API refuses: an offset beyond ±14:00, an instant before 1970 once its offset is applied', () => {
+    expect(parseIsoTime('2025-01-02T14:00:00+14:00')?.toISOString()).toBe('2025-01-02T00:00:00.000Z');
+    expect(parseIsoTime('2025-01-01T10:00:00-14:00')?.toISOString()).toBe('2025-01-02T00:00:00.000Z');
+    expect(parseIsoTime('1970-01-01T00:00:00Z')?.toISOString()).toBe('1970-01-01T00:00:00.000Z');
+    for (const bad of ['2025-01-02T00:00:00+14:01', '2025-01-02T00:00:00+23:59', '2025-01-02T00:00:00-1500', '1970-01-01T00:00:00+01:00']) {
+      expect(parseIsoTime(bad), bad).toBeUndefined();
+    }
+  });
+
+  it.each([
+    ['2025-01-02T00:00:00+23:59', 'has the UTC offset +23:59: it must have a UTC offset between -14:00 and +14:00'],
+    ['1970-01-01T00:00:00+01:00', 'is 1969-12-31T23:00:00.000Z in UTC, before the year 1970'],
+  ])('%s exits 2 with the API\'s rule', async (time, problem) => {
+    const r = await run(['billing-run', '--scheduled-time', time], NO_DB);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(new RegExp(`^--scheduled-time "${time.replace('+', '\\+')}" ${problem.replace(/[+()]/g, '\\$&')}\\.`));
+    expect(r.stdout).toBe('');
+  });
+
+  it.each([
+    [['--scheduled-time', '2025-01-01T00:15:00Z', '--scheduled-time', '2025-01-02T00:15:00Z'], '--scheduled-time is given twice ("2025-01-01T00:15:00Z" and "2025-01-02T00:15:00Z")'],
+    [['--scheduled-time=garbage', '--scheduled-time=2025-01-02T00:15:00Z'], '--scheduled-time is given twice ("garbage" and "2025-01-02T00:15:00Z")'],
+    [['--force', '--scheduled-time', '2025-01-02T00:15:00Z', '--force'], '--force is given twice'],
+  ])('a flag given twice (%j) exits 2 naming both values, and nothing runs', async (args, message) => {
+    const r = await run(['billing-run', ...args], NO_DB);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`${message}; a run has one meaning, so give it once.\n`);
+    expect(r.stdout).toBe('');
+  });
+
+  it('SCHEDULED_TIME and a --scheduled-time naming another instant exit 2 naming both; the same instant is one meaning', async () => {
+    const r = await run(['billing-run', '--scheduled-time', '2025-01-01T00:15:00Z'], { ...NO_DB, SCHEDULED_TIME: '2025-01-02T00:15:00Z' });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(
+      'SCHEDULED_TIME "2025-01-02T00:15:00Z" (2025-01-02T00:15:00.000Z) and --scheduled-time "2025-01-01T00:15:00Z" (2025-01-01T00:15:00.000Z) name different times; a run has one meaning, so give one of them, or the same time in both.\n',
+    );
+    expect(r.stdout).toBe('');
+    // A bad value is named as bad whichever side it is on.
+    expect(() => parseJobArgs('billing-run', ['--scheduled-time', 'garbage'], { SCHEDULED_TIME: '2025-01-02T00:15:00Z' })).toThrow(/^--scheduled-time "garbage" is not an ISO-8601 time/);
+    expect(parseJobArgs('billing-run', ['--scheduled-time', '2025-01-02T01:15:00+01:00'], { SCHEDULED_TIME: '2025-01-02T00:15:00Z' })).toEqual({
+      scheduledTime: new Date('2025-01-02T00:15:00Z'),
+      scheduledTimeSource: 'SCHEDULED_TIME',
+      force: false,
+    });
   });
 
   it('an unknown flag exits 2 and lists the valid flags', async () => {
