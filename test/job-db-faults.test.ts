@@ -12,11 +12,45 @@ import { createTestDatabase, eventually, type TestDatabase } from './helpers/db.
 import { NIGHTLY_TIME, expectOneInvoicePerActiveAccount, jobEnv, seed, type Database } from './helpers/jobs.js';
 import { startOwnPostgres, type OwnPostgres } from './helpers/own-postgres.js';
 import { start, type Proc } from './helpers/process.js';
+import { reconnectBudgetMs } from '../app/jobs/reconnect.js';
 
 // Small batches stretch the run over seconds, so that each fault lands mid-run.
 const SLOW = { SCHEDULED_TIME: NIGHTLY_TIME, JOB_BATCH_SIZE: '5', JOB_RECONNECT_BACKOFF_MS: '100' };
 
 const started = (job: Proc) => job.logs.filter((l) => / attempt \d+ started /.test(l.msg)).length;
+
+/** The progress the heartbeats report, in order. */
+const progressOf = (job: Proc) => job.logs.filter((l) => typeof l.Processed === 'number').map((l) => l.Processed as number);
+
+/** Waits until attempt `k` has started and done a batch (its heartbeat reports more than it began with). */
+async function atWork(job: Proc, k: number): Promise<boolean> {
+  return eventually(async () => {
+    const startedAt = job.logs.findIndex((l, i) => / attempt \d+ started /.test(l.msg) && job.logs.slice(0, i + 1).filter((m) => / attempt \d+ started /.test(m.msg)).length === k);
+    if (startedAt < 0) return false;
+    const beats = job.logs.slice(startedAt).filter((l) => typeof l.Processed === 'number').map((l) => l.Processed as number);
+    return beats.length > 1 && beats.at(-1)! > beats[0]!;
+  }, 30_000, 20);
+}
+
+/** Terminates every backend of the job's pool. */
+async function terminateJobBackends(db: Database): Promise<void> {
+  await db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'ecs-saas-backend:job:billing-run'`);
+}
+
+/** Turns the database read-only as a writer turned standby does (every session's next transaction), runs `during`, then turns it back. */
+async function readOnly(db: OwnPostgres, during: () => Promise<void>): Promise<void> {
+  await db.withClient(async (c) => {
+    await c.query(`SET default_transaction_read_only = off`);
+    await c.query(`ALTER SYSTEM SET default_transaction_read_only = on`);
+    await c.query(`SELECT pg_reload_conf()`);
+    try {
+      await during();
+    } finally {
+      await c.query(`ALTER SYSTEM RESET default_transaction_read_only`);
+      await c.query(`SELECT pg_reload_conf()`);
+    }
+  });
+}
 
 /** The run's end as a user checks it: exit 0, one invoice per active account, no alert, no row left `running`. */
 async function expectCleanEnd(db: Database, job: Proc): Promise<void> {
@@ -79,30 +113,62 @@ describe('billing-run and a database that refuses connections, turns read-only, 
     await own.query(`DELETE FROM job_runs`);
     const job = start(['billing-run'], jobEnv(own, SLOW));
     await job.waitForLog((l) => typeof l.Processed === 'number' && l.Processed > 0, 30_000);
-    // As a writer turned standby answers: every session's next transaction is read-only.
-    await own.withClient(async (c) => {
-      await c.query(`SET default_transaction_read_only = off`);
-      await c.query(`ALTER SYSTEM SET default_transaction_read_only = on`);
-      await c.query(`SELECT pg_reload_conf()`);
-      await sleep(5_000);
-      await c.query(`ALTER SYSTEM RESET default_transaction_read_only`);
-      await c.query(`SELECT pg_reload_conf()`);
-    });
+    // The spell's length is the fault itself: 5 s, well within the budget of 25.5 s (backoff 100 ms).
+    await readOnly(own, () => sleep(5_000));
     await expectCleanEnd(own, job);
     expect(job.logs.some((l) => /read-only/.test(l.msg))).toBe(true);
   });
 
+  it('read-only for longer than the reconnect budget: it fails in about the budget, once, whatever step it waits in', { timeout: 120_000 }, async () => {
+    await own.query(`DELETE FROM invoices`);
+    await own.query(`DELETE FROM job_runs`);
+    // Backoff 50 ms: a budget of 50 + 100 + ... + 6,400 = 12,750 ms (reconnectBudgetMs).
+    const budgetMs = reconnectBudgetMs(50);
+    const job = start(['billing-run'], jobEnv(own, { ...SLOW, JOB_RECONNECT_BACKOFF_MS: '50' }));
+    await job.waitForLog((l) => typeof l.Processed === 'number' && l.Processed > 0, 30_000);
+    let code = -1;
+    await readOnly(own, async () => {
+      ({ code } = await job.exited);
+    });
+    expect(code, job.stdout().slice(-3_000)).toBe(1);
+    // From the first trouble the run met (the batch, then recording the attempt's end) to giving up: one budget, not two.
+    const firstTrouble = job.logs.find((l) => /read-only/.test(String(l.err ?? '')) || /read-only/.test(l.msg))!;
+    const gaveUp = job.logs.find((l) => /could not go on: the database stayed unreachable for \d+ ms/.test(l.msg))!;
+    expect(gaveUp, job.stdout().slice(-3_000)).toBeDefined();
+    const outMs = Date.parse(String(gaveUp.time)) - Date.parse(String(firstTrouble.time));
+    expect(outMs).toBeLessThanOrEqual(budgetMs + 3_000);
+    expect(outMs).toBeGreaterThan(budgetMs / 2);
+    expect(job.logs.filter((l) => l.alert !== undefined)).toHaveLength(1);
+  });
+
   it('its backends terminated 5 times in a row: it reconnects each time and succeeds', { timeout: 120_000 }, async () => {
+    await shared.query(`DELETE FROM invoices`);
+    await shared.query(`DELETE FROM job_runs`);
     const job = start(['billing-run'], jobEnv(shared, SLOW));
     for (let k = 1; k <= 5; k++) {
-      // Each time the run is working again (an attempt started and a batch done), all its connections are cut.
-      expect(await eventually(async () => started(job) >= k, 30_000, 20), `attempt ${k} started`).toBe(true);
-      await sleep(100);
-      await shared.query(
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'ecs-saas-backend:job:billing-run'`,
-      );
+      // Each time the run is at work again (attempt k started and did a batch), all its connections are cut:
+      // each outage is short, and the run back at work stops the reconnect clock, however loaded the machine.
+      expect(await atWork(job, k), `attempt ${k} at work`).toBe(true);
+      await terminateJobBackends(shared);
     }
     await expectCleanEnd(shared, job);
     expect(started(job)).toBeGreaterThanOrEqual(6);
+  });
+
+  it('a forced run whose backends are terminated resumes from its own checkpoint: its progress never goes back', { timeout: 120_000 }, async () => {
+    await shared.query(`DELETE FROM invoices`);
+    await shared.query(`DELETE FROM job_runs`);
+    const first = start(['billing-run'], jobEnv(shared, { SCHEDULED_TIME: NIGHTLY_TIME }));
+    expect((await first.exited).code).toBe(0);
+    const job = start(['billing-run', '--force'], jobEnv(shared, SLOW));
+    for (let k = 1; k <= 3; k++) {
+      expect(await atWork(job, k), `attempt ${k} at work`).toBe(true);
+      await terminateJobBackends(shared);
+    }
+    await expectCleanEnd(shared, job);
+    const progress = progressOf(job);
+    expect(progress.filter((p, i) => i > 0 && p < progress[i - 1]!), `progress ${progress.join(' ')}`).toEqual([]);
+    expect(job.logs.filter((l) => /^resuming from the checkpoint of attempt \d+/.test(l.msg) && l.ownAttempt === true).length).toBeGreaterThanOrEqual(3);
+    expect(job.logs.some((l) => /^--force: run #\d+ already succeeded; running it again from scratch/.test(l.msg))).toBe(true);
   });
 });

@@ -28,7 +28,7 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
   const signal = AbortSignal.any([s.stop, lost.signal]);
   let open = true;
   s.phase = 'working';
-  s.progress.begin();
+  s.progress.begin(checkpoint === undefined);
   s.progressLine.start();
 
   const ctx: JobContext<unknown> = {
@@ -84,7 +84,7 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
   const heartbeat = setInterval(() => {
     beating ??= beat().finally(() => (beating = undefined));
   }, s.o.config.HEARTBEAT_INTERVAL_MS);
-  s.metrics.emit({ heartbeat: 1, processed: 0 }, {}, 'heartbeat: started');
+  s.metrics.emit({ heartbeat: 1, processed: s.progress.processed }, {}, 'heartbeat: started');
 
   try {
     const crash = s.o.faults?.crash;

@@ -11,7 +11,7 @@ import { errorText } from '../shutdown.js';
 import { runAttempt } from './attempt.js';
 import { backoffMs } from './backoff.js';
 import { failRun, stopOf, type RunOutcome } from './outcome.js';
-import { RECONNECT, reconnectBudgetMs } from './reconnect.js';
+import { RECONNECT, backInReach, nextWaitMs, outOfReach } from './reconnect.js';
 import type { RunState } from './run-state.js';
 
 export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutcome | typeof RECONNECT> {
@@ -21,10 +21,7 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
   );
   const last = rows[0];
   let attemptNo = last?.attempt ?? 0;
-  let checkpoint: unknown = !s.o.force && last && last.status !== 'succeeded' ? (last.checkpoint ?? undefined) : undefined;
-  if (checkpoint !== undefined) {
-    s.log.info({ checkpoint, fromAttempt: last!.attempt, fromStatus: last!.status }, `resuming from the checkpoint of attempt ${last!.attempt} (${last!.status})`);
-  }
+  let checkpoint = resumeFrom(s, last);
   const maxAttempts = s.job.retries + 1;
   const ranOn = (await s.location).ranOn;
   // Only the job's own errors spend its retries (counted across reconnections). A lost
@@ -38,6 +35,7 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
       [s.job.name, s.iso, attemptNo, checkpoint === undefined ? null : JSON.stringify(checkpoint), ranOn, s.locks[0]!.pid],
     );
     const runId = inserted.rows[0]!.id;
+    backInReach(s);
     s.runId = runId;
     s.lastCheckpoint = checkpoint;
     const log = s.log.child({ runId, attempt: attemptNo });
@@ -70,6 +68,7 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
       log.error({ outcome: 'failed', reason: result.stop.reason }, `${s.job.name} attempt ${attemptNo} failed: ${result.stop.message}`);
       return failRun(s, result.stop.reason, result.stop.message);
     }
+    if (result.disconnected) outOfReach(s);
     await finishAttempt(s, runId, 'failed', result.error);
     if (result.disconnected) {
       const left = maxAttempts - 1 - s.failures;
@@ -102,18 +101,36 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
 }
 
 /**
+ * The checkpoint the run resumes from: the last unfinished attempt's. A forced run starts from
+ * scratch once, ignoring the attempts made before it, and from then on is one run: after a
+ * reconnection it resumes from the checkpoint of its own attempts like any other run.
+ */
+function resumeFrom(s: RunState, last: { attempt: number; status: string; checkpoint: unknown } | undefined): unknown {
+  s.firstAttempt ??= (last?.attempt ?? 0) + 1;
+  if (last === undefined || last.status === 'succeeded') return undefined;
+  const before = last.attempt < s.firstAttempt;
+  if (s.o.force && before) {
+    if (last.checkpoint !== null) s.log.info({ fromAttempt: last.attempt }, `--force: not resuming from the checkpoint of attempt ${last.attempt} (${last.status}); this run starts from scratch`);
+    return undefined;
+  }
+  const checkpoint = last.checkpoint ?? undefined;
+  if (checkpoint !== undefined) {
+    s.log.info({ checkpoint, fromAttempt: last.attempt, fromStatus: last.status, ownAttempt: !before }, `resuming from the checkpoint of attempt ${last.attempt} (${last.status})`);
+  }
+  return checkpoint;
+}
+
+/**
  * Records the end of an attempt on the lock's connection, or through the pool when that
  * connection is gone. Database trouble (read-only for a moment, a lost connection) is waited
- * out within the reconnect budget: a record that failed at once ended the whole run and left
- * its row `running` until a later run found it stale.
+ * out on the run's one reconnect clock (app/jobs/reconnect.ts): past its budget the error
+ * ends the session, and the run fails at once rather than start the budget again.
  */
 async function finishAttempt(s: RunState, runId: string, status: 'succeeded' | 'failed' | 'interrupted', error: string | null): Promise<void> {
   const p = s.progress.snapshot();
   const sql = `UPDATE job_runs SET status = $2, finished_at = now(), processed = $3, total = $4, error = $5 WHERE id = $1 AND status = 'running'`;
   const params = [runId, status, p.processed, p.total, error];
-  const baseMs = s.o.config.JOB_RECONNECT_BACKOFF_MS;
-  const t0 = performance.now();
-  for (let tries = 1; ; tries++) {
+  for (;;) {
     const runLock = s.locks[0];
     if (runLock?.held) {
       try {
@@ -127,9 +144,13 @@ async function finishAttempt(s: RunState, runId: string, status: 'succeeded' | '
       await s.o.pool.query(sql, params);
       return;
     } catch (err) {
-      const delay = backoffMs(baseMs, tries);
-      if (!isTransientDbError(err) || performance.now() - t0 + delay > reconnectBudgetMs(baseMs)) throw err;
-      s.log.warn({ err: errorText(err), inMs: delay }, `could not record run #${runId}'s outcome "${status}" (${errorText(err)}); trying again in ${delay} ms`);
+      if (!isTransientDbError(err)) throw err;
+      const { delay, outMs, budgetMs, over } = nextWaitMs(s);
+      if (over) throw err;
+      s.log.warn(
+        { err: errorText(err), inMs: delay, outMs, budgetMs },
+        `could not record run #${runId}'s outcome "${status}" (${errorText(err)}); trying again in ${delay} ms (${outMs} of ${budgetMs} ms out of reach)`,
+      );
       // Not cut short by a stop: the record is what a rerun resumes from; the budget bounds it.
       await sleep(delay);
     }

@@ -32,7 +32,7 @@ export interface JobContext<C> {
    * timeout passes (`failed`, "timeout"). Check it between batches, after the checkpoint.
    */
   readonly signal: AbortSignal;
-  /** Where to resume: the last checkpoint of an unfinished attempt of this run key; undefined on a fresh start or with --force. */
+  /** Where to resume: the last checkpoint of an unfinished attempt of this run key; undefined on a fresh start, and on a forced run's first attempt. */
   readonly checkpoint: C | undefined;
   /** Sets the progress the heartbeat records and reports (processed so far, and the total when known). */
   progress(processed: number, total?: number | null): void;

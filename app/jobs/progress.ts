@@ -20,10 +20,15 @@ export class Progress {
 
   constructor(private readonly now: () => number = () => performance.now()) {}
 
-  /** Starts counting the rate from the next report (an attempt may resume from a checkpoint). */
-  begin(): void {
+  /**
+   * Starts counting the rate from the next report. An attempt that resumes from a checkpoint
+   * keeps the progress so far, so the heartbeat never reports it going back; a fresh one
+   * starts from zero.
+   */
+  begin(fresh: boolean): void {
     this.startedAt = this.now();
     this.startProcessed = null;
+    if (!fresh) return;
     this.processed = 0;
     this.total = null;
   }

@@ -6,11 +6,13 @@
  * connections, waits JOB_RECONNECT_BACKOFF_MS (doubling per try), takes both locks again and
  * goes through the run's steps again, so it resumes from the last checkpoint.
  *
- * The budget is time: the run gives up (one alert, exit 1) once the database has been out of
- * reach for longer than the backoffs of RECONNECT_TRIES tries add up to (about a minute with
- * the 250 ms default, enough for a Multi-AZ failover). A session that got going again (its
- * locks taken, its checks passed) starts the clock anew, so connections lost again and again
- * end only at the job's timeout, never by a count.
+ * The budget is time, and one for the whole run: the run gives up (one alert, exit 1) once the
+ * database has been out of reach for longer than the backoffs of RECONNECT_TRIES tries add up
+ * to (about a minute with the 250 ms default, enough for a Multi-AZ failover). The clock starts
+ * at the first trouble, whichever step meets it (the handler's batch, recording the attempt's
+ * end, taking the locks again), and every step that waits reads the same clock. It stops only
+ * when the database takes the next attempt's row, so a run back at work that loses its
+ * connections again and again ends only at the job's timeout, never by a count.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isTransientDbError } from '../db-errors.js';
@@ -35,34 +37,51 @@ export const RECONNECT = Symbol('reconnect');
 /** One session: take the locks, check, attempt; its outcome, or RECONNECT. */
 export type Session = () => Promise<RunOutcome | typeof RECONNECT>;
 
+/** The database is out of reach from now, unless it already was: the run's one clock starts. */
+export function outOfReach(s: RunState): { readonly since: number; tries: number } {
+  s.outage ??= { since: performance.now(), tries: 0 };
+  return s.outage;
+}
+
+/** The database took an attempt's row: the run is at work again, and the clock stops. */
+export function backInReach(s: RunState): void {
+  s.outage = undefined;
+}
+
+/**
+ * The wait before the next try, and whether it would take the time out of reach past the
+ * budget: one count of tries and one clock for every step that waits.
+ */
+export function nextWaitMs(s: RunState): { delay: number; outMs: number; tries: number; budgetMs: number; over: boolean } {
+  const outage = outOfReach(s);
+  outage.tries += 1;
+  const baseMs = s.o.config.JOB_RECONNECT_BACKOFF_MS;
+  const budgetMs = reconnectBudgetMs(baseMs);
+  const outMs = Math.round(performance.now() - outage.since);
+  const delay = backoffMs(baseMs, outage.tries);
+  return { delay, outMs, tries: outage.tries, budgetMs, over: outMs + delay > budgetMs };
+}
+
 /** Runs sessions (locks, checks, attempts) until one ends the run, reconnecting after database trouble. */
 export async function reconnecting(s: RunState, session: Session): Promise<RunOutcome> {
-  const budgetMs = reconnectBudgetMs(s.o.config.JOB_RECONNECT_BACKOFF_MS);
-  let tries = 0;
-  let since: number | undefined;
   let lastError = '';
   for (;;) {
     try {
       const outcome = await session();
       if (outcome !== RECONNECT) return outcome;
-      // The session got going before it lost the database: a new outage starts now.
-      tries = 0;
-      since = undefined;
     } catch (err) {
       if (!isTransientDbError(err) || s.stop.aborted) throw err;
       lastError = errorText(err);
-      s.log.warn({ err: lastError, reconnectTry: tries }, `the database connection failed (${lastError})`);
+      outOfReach(s);
+      s.log.warn({ err: lastError }, `the database connection failed (${lastError})`);
     } finally {
       // A lock whose connection died is gone; the live ones are released to be taken again.
       await Promise.all(s.locks.map((lock) => lock.release()));
       s.locks = [];
     }
-    since ??= performance.now();
-    tries += 1;
-    const outMs = Math.round(performance.now() - since);
-    const delay = backoffMs(s.o.config.JOB_RECONNECT_BACKOFF_MS, tries);
-    if (outMs + delay > budgetMs) {
-      throw new Error(`the database stayed unreachable for ${outMs} ms through ${tries - 1} reconnection tries (the budget is ${budgetMs} ms): ${lastError}`);
+    const { delay, outMs, tries, budgetMs, over } = nextWaitMs(s);
+    if (over) {
+      throw new Error(`the database stayed unreachable for ${outMs} ms through ${tries - 1} tries (the budget is ${budgetMs} ms): ${lastError}`);
     }
     s.phase = 'reconnecting';
     s.log.warn(

@@ -42,7 +42,8 @@ export async function alreadyDone(s: RunState, db: PoolClient): Promise<RunOutco
     );
     return { kind: 'already-done', runId: succeeded.id };
   }
-  s.log.info({ runId: succeeded.id }, `--force: run #${succeeded.id} already succeeded; running it again from scratch`);
+  const again = s.firstAttempt === undefined ? 'running it again from scratch' : 'this forced run goes on from its own checkpoint';
+  s.log.info({ runId: succeeded.id }, `--force: run #${succeeded.id} already succeeded; ${again}`);
   return undefined;
 }
 

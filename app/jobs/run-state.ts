@@ -20,7 +20,7 @@ export interface RunnerOptions {
   readonly config: Config;
   readonly logger: Logger;
   readonly scheduledTime: Date;
-  /** Run even when the run key already succeeded, from scratch. */
+  /** Run even when the run key already succeeded, from scratch (then resumed across reconnections from its own checkpoints). */
   readonly force: boolean;
   /** Aborts when the process starts to shut down (SIGTERM/SIGINT). */
   readonly shutdownSignal: AbortSignal;
@@ -44,6 +44,13 @@ export class RunState {
   startedAt = 0;
   /** The row of the latest attempt (or of the failure recorded before any), once there is one. */
   runId: string | undefined;
+  /**
+   * The number of this process's first attempt of the run key: attempts from it on are this
+   * run's (a forced run resumes from those, never from older ones).
+   */
+  firstAttempt: number | undefined;
+  /** Since when the database has been out of reach, and the tries since (app/jobs/reconnect.ts); undefined while it answers. */
+  outage: { readonly since: number; tries: number } | undefined;
   /** Attempts made in this process, across reconnections. */
   attemptsMade = 0;
   /** Attempts that failed by the job's own errors: these, not database trouble, spend its retries. */

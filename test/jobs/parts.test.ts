@@ -94,12 +94,22 @@ describe('progress', () => {
   it('reports the rate since the attempt began and the ETA', () => {
     let now = 0;
     const p = new Progress(() => now);
-    p.begin();
+    p.begin(true);
     p.report(1_000, 10_000); // resumed from a checkpoint at 1,000
     now = 2_000;
     p.report(3_000);
     expect(p.snapshot()).toEqual({ processed: 3_000, total: 10_000, rate: 1_000, etaSeconds: 7 });
     expect(formatProgress(p.snapshot())).toBe('3,000/10,000 (30%) · 1,000/s · ETA 7s');
+  });
+
+  it('keeps the progress so far when the next attempt resumes, and starts from zero when it does not', () => {
+    const p = new Progress(() => 0);
+    p.begin(true);
+    p.report(4_000, 10_000);
+    p.begin(false);
+    expect(p.snapshot()).toMatchObject({ processed: 4_000, total: 10_000 });
+    p.begin(true);
+    expect(p.snapshot()).toMatchObject({ processed: 0, total: null });
   });
 });
 
