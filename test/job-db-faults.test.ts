@@ -137,7 +137,8 @@ describe('billing-run and a database that refuses connections, turns read-only, 
     expect(gaveUp, job.stdout().slice(-3_000)).toBeDefined();
     const outMs = Date.parse(String(gaveUp.time)) - Date.parse(String(firstTrouble.time));
     expect(outMs).toBeLessThanOrEqual(budgetMs + 3_000);
-    expect(outMs).toBeGreaterThan(budgetMs / 2);
+    // It waited the spell out for a good part of the budget before giving up (backoffs are jittered down to half).
+    expect(outMs).toBeGreaterThan(budgetMs / 3);
     expect(job.logs.filter((l) => l.alert !== undefined)).toHaveLength(1);
   });
 
