@@ -81,6 +81,10 @@ export const SERVICE_DEFAULTS = {
   p99LatencySeconds: 2,
   /** ...or any unhealthy target, for this many one-minute periods in a row, rolls a deploy back. */
   deploymentAlarmMinutes: 2,
+  /** A target group's 5xx rate (its tasks' 5xx over its requests) above this, during a deploy, rolls it back... */
+  deployment5xxRatePercent: 5,
+  /** ...judged, like its p99, only in minutes with at least this many requests to the group: below it, a rate is noise. */
+  deploymentMinRequestsPerMinute: 20,
 } as const;
 
 /** The scheduled jobs. */

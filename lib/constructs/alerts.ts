@@ -9,7 +9,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { addToDeadLetterQueueResourcePolicy } from 'aws-cdk-lib/aws-events-targets';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
-import { Duration, Stack, Token } from 'aws-cdk-lib';
+import { ArnFormat, Duration, Stack, Token } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
 import { onlyServicesGetGrants } from './guard.js';
 import { throwIfProblems } from './validation.js';
@@ -44,6 +44,14 @@ export function validateAlertsProps(props: Partial<AlertsProps>): string[] {
   return [];
 }
 
+/** The encryption-context key SNS sets when it asks KMS for a topic's data key. */
+export const SNS_TOPIC_CONTEXT = 'kms:EncryptionContext:aws:sns:topicArn';
+
+/** Every SNS topic of the stack's account and region. */
+function alertTopicsOf(stack: Stack): string {
+  return stack.formatArn({ service: 'sns', resource: '*', arnFormat: ArnFormat.NO_RESOURCE_NAME });
+}
+
 export class Alerts extends Construct {
   /** The alert topic. CloudWatch alarms, EventBridge rules and the jobs publish here. */
   public readonly topic: sns.Topic;
@@ -54,7 +62,7 @@ export class Alerts extends Construct {
     throwIfProblems('The alert topic', validateAlertsProps(props));
     super(scope, id);
     const stack = Stack.of(this);
-    // Only this account's alarms and rules may use the key and the topic (no confused deputy).
+    // Only this account's alarms and rules may publish to the topic (no confused deputy).
     const fromThisAccount = { StringEquals: { 'aws:SourceAccount': stack.account } };
     const alarms = `arn:${stack.partition}:cloudwatch:${stack.region}:${stack.account}:alarm:*`;
 
@@ -70,9 +78,12 @@ export class Alerts extends Construct {
       principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com'), new iam.ServicePrincipal('events.amazonaws.com')],
       actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
       resources: ['*'],
-      // Only the account condition here: the key is used by SNS on the publisher's behalf, and
-      // the topic policy already names each alarm and rule.
-      conditions: fromThisAccount,
+      // SNS asks KMS for the data key on the publisher's behalf, with the topic's ARN as the
+      // encryption context; whether aws:SourceAccount reaches the key policy on that path is not
+      // documented, so the condition is on the context SNS always sends: topics of this account
+      // only (naming this topic would be a cycle: the topic names the key). The topic policy
+      // names each alarm and rule. docs/infrastructure.md, "Alerts", cites the passages.
+      conditions: { StringLike: { [SNS_TOPIC_CONTEXT]: alertTopicsOf(stack) } },
     }));
 
     this.topic = new sns.Topic(this, 'Topic', {

@@ -22,6 +22,7 @@ import { Construct } from 'constructs';
 import { addAppTask, type AppRuntime } from './app-task.js';
 import { nagText } from './nag.js';
 import { CONTAINER, MIGRATION_DEFAULTS } from '../defaults.js';
+import { DEADLINE_ENV } from '../lambda/run-migrations.mjs';
 
 /** The handler's folder: only its own file goes into the Lambda's code asset. */
 const HANDLER_DIR = fileURLToPath(new URL('../lambda', import.meta.url));
@@ -78,7 +79,7 @@ export class Migrations extends Construct {
 
     const logGroup = new logs.LogGroup(this, 'HandlerLogs', { retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH, encryptionKey: props.logKey, removalPolicy: props.logRemovalPolicy });
     const code = lambda.Code.fromAsset(HANDLER_DIR);
-    const handler = (handlerId: string, entry: string, description: string) => new lambda.Function(this, handlerId, {
+    const handler = (handlerId: string, entry: string, description: string, environment?: Record<string, string>) => new lambda.Function(this, handlerId, {
       runtime: lambda.Runtime.NODEJS_24_X,
       architecture: lambda.Architecture.ARM_64,
       code,
@@ -87,9 +88,15 @@ export class Migrations extends Construct {
       // Each call is one ECS API request; the waiting happens between calls.
       timeout: Duration.minutes(1),
       logGroup,
+      environment,
     });
-    const onEvent = handler('Start', 'onEvent', 'Starts the migrations task of the deployed image');
-    const isComplete = handler('Check', 'isComplete', 'Tells whether the migrations task stopped, and fails the deploy unless it exited 0');
+    const totalTimeout = props.timeout ?? Duration.minutes(MIGRATION_DEFAULTS.timeoutMinutes);
+    const pollSeconds = MIGRATION_DEFAULTS.pollSeconds;
+    // Two polls before the framework's own timeout, which fails the resource without stopping the task.
+    const deadlineSeconds = totalTimeout.toSeconds() - 2 * pollSeconds;
+    if (deadlineSeconds <= 0) throw new Error(`The migrations timeout must be longer than ${2 * pollSeconds} seconds, got ${totalTimeout.toSeconds()}`);
+    const onEvent = handler('Start', 'onEvent', 'Starts the migrations task of the deployed image; stops it on rollback or delete', { [DEADLINE_ENV]: String(deadlineSeconds) });
+    const isComplete = handler('Check', 'isComplete', 'Tells whether the migrations task stopped, fails the deploy unless it exited 0, and stops it at its deadline');
 
     const taskDefinitionArns = Stack.of(this).formatArn({
       service: 'ecs',
@@ -118,12 +125,28 @@ export class Migrations extends Construct {
       actions: ['ecs:DescribeTasks'],
       resources: [clusterTasks],
     }));
+    const inThisCluster = { ArnEquals: { 'ecs:cluster': cluster.clusterArn } };
+    for (const fn of [onEvent, isComplete]) {
+      fn.addToRolePolicy(new iam.PolicyStatement({
+        sid: 'StopTheMigrationsTask',
+        actions: ['ecs:StopTask'],
+        resources: [clusterTasks],
+        conditions: inThisCluster,
+      }));
+    }
+    onEvent.addToRolePolicy(new iam.PolicyStatement({
+      sid: 'FindRunningMigrationsTasks',
+      actions: ['ecs:ListTasks'],
+      // ListTasks names a container instance, which Fargate tasks have none of: the cluster condition scopes it.
+      resources: ['*'],
+      conditions: inThisCluster,
+    }));
 
     const provider = new cr.Provider(this, 'Provider', {
       onEventHandler: onEvent,
       isCompleteHandler: isComplete,
-      queryInterval: Duration.seconds(MIGRATION_DEFAULTS.pollSeconds),
-      totalTimeout: props.timeout ?? Duration.minutes(MIGRATION_DEFAULTS.timeoutMinutes),
+      queryInterval: Duration.seconds(pollSeconds),
+      totalTimeout,
       logGroup,
       disableWaiterStateMachineLogging: false,
       waiterStateMachineLogOptions: { destination: logGroup, level: sfn.LogLevel.ALL },
@@ -163,7 +186,15 @@ export class Migrations extends Construct {
     });
     Validations.of(isComplete).acknowledge({
       id: `AwsSolutions-IAM5[Resource::${nagText(this, clusterTasks)}]`,
-      reason: 'A task\'s ARN exists only once it runs, so DescribeTasks covers the tasks of this one cluster.',
+      reason: 'A task\'s ARN exists only once it runs, so DescribeTasks and StopTask cover the tasks of this one cluster.',
+    });
+    Validations.of(onEvent).acknowledge({
+      id: `AwsSolutions-IAM5[Resource::${nagText(this, clusterTasks)}]`,
+      reason: 'A task\'s ARN exists only once it runs, so StopTask covers the tasks of this one cluster (the ecs:cluster condition too).',
+    });
+    Validations.of(onEvent).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason: 'ListTasks names a container instance, which Fargate tasks do not have; the ecs:cluster condition limits it to this cluster.',
     });
     // The Provider framework's own functions and waiter state machine (aws-cdk-lib custom-resources).
     const invokes = [onEvent, isComplete, provider.node.findChild('framework-isComplete'), provider.node.findChild('framework-onTimeout')]

@@ -3,9 +3,11 @@
  * burst of 5xx answers, and a deployment the circuit breaker rolled back.
  *
  * Every load-balancer metric adds up (or takes the worst of) every target group that can carry
- * traffic: with canary deploys the tasks sit on either of two groups after a deploy. The 5xx,
- * unhealthy-target and p99 latency alarms are also the service's deployment alarms: any of them
- * firing during a deploy or its bake time rolls the deploy back.
+ * traffic: with canary deploys the tasks sit on either of two groups after a deploy. The
+ * unhealthy-target alarm and the per-group rate alarms of lib/constructs/deployment-alarms.ts are
+ * the service's deployment alarms: any of them firing during a deploy or its bake time rolls the
+ * deploy back. The 5xx count and p99 alarms here page; they roll nothing back, since a count
+ * cannot tell a broken canary from a busy service.
  */
 import { Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -16,6 +18,7 @@ import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { AlertSafetyNet } from './alert-safety-net.js';
+import { DeploymentAlarms } from './deployment-alarms.js';
 import { OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS } from '../defaults.js';
 import { SERVICE_METRICS, USAGE_SUMMARY_WORKER, WORKER_DIMENSION } from '../metrics.js';
 import type { WebService } from './web-service.js';
@@ -37,6 +40,7 @@ export const SERVICE_RUNBOOK = {
   serverErrors: 'docs/operations.md#api-5xx',
   unhealthyTargets: 'docs/operations.md#api-unhealthy-targets-and-p99-latency',
   deploymentFailed: 'docs/operations.md#api-deployment-failed',
+  deploymentAlarms: 'docs/operations.md#api-deployment-rolled-back-by-an-alarm',
   workerStalled: 'docs/operations.md#worker-stalled',
   databaseUnavailable: 'docs/operations.md#database-unavailable',
 } as const;
@@ -54,6 +58,8 @@ export class ServiceMonitoring extends Construct {
   public readonly workerStalled: cloudwatch.Alarm;
   /** The API's database probe failed for several minutes: the database, not the tasks, is down. */
   public readonly databaseUnavailable: cloudwatch.Alarm;
+  /** The rate alarms a deploy rolls back on, per target group. */
+  public readonly deploymentAlarms: DeploymentAlarms;
   /** Sends the reason to the topic when a deployment fails and the circuit breaker rolls it back. */
   public readonly deploymentFailedRule: events.Rule;
   /** The deployment-failed rule's retries, dead-letter queue and alarms. */
@@ -67,6 +73,7 @@ export class ServiceMonitoring extends Construct {
     // The deployment alarms are named by these strings, not by alarm.alarmName (a reference to
     // the alarm), so the service does not depend on the alarms that read its target groups.
     const names = { serverErrors: `${prefix}-api-5xx`, unhealthyTargets: `${prefix}-api-unhealthy-targets`, p99Latency: `${prefix}-api-p99-latency` };
+    this.deploymentAlarms = new DeploymentAlarms(this, 'Deployment', { targetGroups, namePrefix: prefix, runbook: SERVICE_RUNBOOK.deploymentAlarms });
     /** One metric per target group, named tg0, tg1, ... for a math expression. */
     const perGroup = (metric: (g: elbv2.ApplicationTargetGroup) => cloudwatch.IMetric): Record<string, cloudwatch.IMetric> =>
       Object.fromEntries(targetGroups.map((g, i) => [`tg${i}`, metric(g)]));
@@ -124,7 +131,7 @@ export class ServiceMonitoring extends Construct {
     });
     this.p99Latency = new cloudwatch.Alarm(this, 'P99Latency', {
       alarmName: names.p99Latency,
-      alarmDescription: `The API's p99 response time was above ${SERVICE_DEFAULTS.p99LatencySeconds} s for ${deployMinutes} minutes; during a deploy this rolls it back. Runbook: ${SERVICE_RUNBOOK.unhealthyTargets}`,
+      alarmDescription: `The API's p99 response time was above ${SERVICE_DEFAULTS.p99LatencySeconds} s for ${deployMinutes} minutes. Runbook: ${SERVICE_RUNBOOK.unhealthyTargets}`,
       metric: new cloudwatch.MathExpression({
         // The worst group: the canary's slice is small, an average would hide it.
         expression: `MAX([${targetGroups.map((_, i) => `FILL(tg${i}, 0)`).join(', ')}])`,
@@ -163,7 +170,7 @@ export class ServiceMonitoring extends Construct {
     const action = new actions.SnsAction(props.topic);
     for (const alarm of [this.noHealthyTargets, this.serverErrors, this.unhealthyTargets, this.p99Latency, this.workerStalled, this.databaseUnavailable]) alarm.addAlarmAction(action);
     service.enableDeploymentAlarms(
-      [names.serverErrors, names.unhealthyTargets, names.p99Latency],
+      [names.unhealthyTargets, ...this.deploymentAlarms.alarmNames],
       { behavior: ecs.AlarmBehavior.ROLLBACK_ON_ALARM },
     );
 

@@ -13,7 +13,10 @@ export interface MigrationEvent {
   readonly PhysicalResourceId?: string;
   readonly ResourceProperties: MigrationProperties;
   readonly TaskArn?: string;
+  /** When onEvent's handler gives up on the task (ISO 8601). */
+  readonly Deadline?: string;
 }
 export declare const STARTED_BY: string;
-export declare function onEvent(event: MigrationEvent): Promise<{ PhysicalResourceId: string; TaskArn?: string; Data?: { TaskArn: string } }>;
+export declare const DEADLINE_ENV: string;
+export declare function onEvent(event: MigrationEvent): Promise<{ PhysicalResourceId: string; TaskArn?: string; Deadline?: string; Data?: { TaskArn: string } }>;
 export declare function isComplete(event: MigrationEvent): Promise<{ IsComplete: boolean }>;

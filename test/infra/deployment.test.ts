@@ -53,16 +53,41 @@ describe('prod deploys', () => {
     expect([target.MinCapacity, target.MaxCapacity]).toEqual([STAGE_DEFAULTS.prod.minCapacity, STAGE_DEFAULTS.prod.maxCapacity]);
   });
 
-  it('rolls back on the 5xx, unhealthy-target and p99 latency alarms', () => {
+  it('rolls back on the unhealthy-target alarm and on per-group 5xx-rate and latency alarms, not on counts', () => {
     const { Alarms } = one(template, 'AWS::ECS::Service').Properties.DeploymentConfiguration;
     expect(Alarms.Enable).toBe(true);
     expect(Alarms.Rollback).toBe(true);
     const names = [...alarmsByName(template).keys()];
     const watched = (Alarms.AlarmNames as string[]).map((n) => n.replace(/^EcsSaasBackend-prod-/, '')).sort();
-    expect(watched).toEqual(['api-5xx', 'api-p99-latency', 'api-unhealthy-targets']);
+    expect(watched).toEqual(['api-5xx-rate-alternate', 'api-5xx-rate-primary', 'api-p99-latency-alternate', 'api-p99-latency-primary', 'api-unhealthy-targets']);
     for (const name of Alarms.AlarmNames) expect(names).toContain(name);
-    const latency = alarmsByName(template).get('EcsSaasBackend-prod-api-p99-latency')!;
-    expect(latency.Properties.Threshold).toBe(SERVICE_DEFAULTS.p99LatencySeconds);
+  });
+
+  it('judges each target group by its own 5xx rate and p99, per minute, only with enough requests', () => {
+    const alarms = alarmsByName(template);
+    const groups = targetGroupIds(template);
+    const seen = { rate: new Set<string>(), latency: new Set<string>() };
+    for (const label of ['primary', 'alternate']) {
+      const rate = alarms.get(`EcsSaasBackend-prod-api-5xx-rate-${label}`)!.Properties;
+      const latency = alarms.get(`EcsSaasBackend-prod-api-p99-latency-${label}`)!.Properties;
+      for (const [kind, alarm] of [['rate', rate], ['latency', latency]] as const) {
+        const read = groupsWatched({ Properties: alarm });
+        expect(new Set(read).size, `${kind} ${label} reads one group`).toBe(1);
+        seen[kind].add(read[0]!);
+        const metrics = alarm.Metrics as { Id: string; Expression?: string; MetricStat?: { Metric: { MetricName: string }; Period: number; Stat: string } }[];
+        for (const m of metrics.filter((x) => x.MetricStat)) expect(m.MetricStat!.Period).toBe(60);
+        const expression = metrics.find((m) => m.Expression)!.Expression!;
+        expect(expression).toContain(`FILL(requests, 0) >= ${SERVICE_DEFAULTS.deploymentMinRequestsPerMinute}`);
+        expect(alarm).toMatchObject({ EvaluationPeriods: SERVICE_DEFAULTS.deploymentAlarmMinutes, DatapointsToAlarm: SERVICE_DEFAULTS.deploymentAlarmMinutes, TreatMissingData: 'notBreaching', ComparisonOperator: 'GreaterThanThreshold' });
+      }
+      const rateMetrics = Object.fromEntries((rate.Metrics as { Id: string; MetricStat?: { Metric: { MetricName: string } } }[]).filter((m) => m.MetricStat).map((m) => [m.Id, m.MetricStat!.Metric.MetricName]));
+      expect(rateMetrics).toEqual({ requests: 'RequestCount', errors: 'HTTPCode_Target_5XX_Count' });
+      expect(rate.Threshold).toBe(SERVICE_DEFAULTS.deployment5xxRatePercent);
+      expect(latency.Threshold).toBe(SERVICE_DEFAULTS.p99LatencySeconds);
+    }
+    // Either group may hold the new revision: each is watched.
+    expect(seen.rate).toEqual(new Set(groups));
+    expect(seen.latency).toEqual(new Set(groups));
   });
 
   it('gives the service an alternate target group and a weighted production rule on both', () => {

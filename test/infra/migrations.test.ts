@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONTAINER, MIGRATION_DEFAULTS } from '../../lib/defaults.js';
-import { isComplete, onEvent, STARTED_BY, type MigrationEvent } from '../../lib/lambda/run-migrations.mjs';
+import { DEADLINE_ENV, isComplete, onEvent, STARTED_BY, type MigrationEvent } from '../../lib/lambda/run-migrations.mjs';
 import { AwsError, awsEnv, startFakeCloudFormation, startFakeJsonService, type FakeService } from '../helpers/aws-json.js';
 import { resources, synth, type Synthesized } from './synth.js';
 
@@ -59,6 +59,19 @@ describe('the template', () => {
     expect(definition).toContain(`\\"IntervalSeconds\\":${MIGRATION_DEFAULTS.pollSeconds}`);
     expect(definition).toContain(`\\"MaxAttempts\\":${(MIGRATION_DEFAULTS.timeoutMinutes * 60) / MIGRATION_DEFAULTS.pollSeconds}`);
   });
+
+  it('gives the handler a deadline two polls before the waiter\'s, and lets it stop the task in this cluster only', () => {
+    const [start] = Object.entries(byId('AWS::Lambda::Function')).filter(([id]) => id.startsWith('MigrationsStart')).map(([, f]) => f);
+    expect(start!.Properties.Environment.Variables[DEADLINE_ENV]).toBe(String(MIGRATION_DEFAULTS.timeoutMinutes * 60 - 2 * MIGRATION_DEFAULTS.pollSeconds));
+    const statements = Object.entries(byId('AWS::IAM::Policy'))
+      .filter(([id]) => /^Migrations(Start|Check)/.test(id))
+      .flatMap(([, p]) => p.Properties.PolicyDocument.Statement as { Sid: string; Action: string | string[]; Condition?: Record<string, any> }[]);
+    const stops = statements.filter((st) => st.Sid === 'StopTheMigrationsTask');
+    expect(stops).toHaveLength(2);
+    const lists = statements.filter((st) => st.Sid === 'FindRunningMigrationsTasks');
+    expect(lists).toHaveLength(1);
+    for (const st of [...stops, ...lists]) expect(Object.keys(st.Condition!.ArnEquals)).toEqual(['ecs:cluster']);
+  });
 });
 
 const CLUSTER = 'arn:aws:ecs:us-east-1:123456789012:cluster/backend';
@@ -79,6 +92,8 @@ function event(requestType: MigrationEvent['RequestType'], extra: Partial<Migrat
 describe('the custom resource\'s handler, against a local ECS endpoint', () => {
   /** What the local ECS answers: the task's status and exit code per DescribeTasks call, or a RunTask failure. */
   let script: { describes: { lastStatus: string; exitCode?: number; stoppedReason?: string }[]; runTaskFailure?: string } = { describes: [] };
+  /** The migrations tasks the local ECS lists as not yet stopped. */
+  let running: string[] = [];
   let ecs: FakeService;
   let cfn: FakeService;
   let stackStatus = 'UPDATE_IN_PROGRESS';
@@ -89,6 +104,11 @@ describe('the custom resource\'s handler, against a local ECS endpoint', () => {
       RunTask: (body) => {
         if (script.runTaskFailure) return { tasks: [], failures: [{ arn: body.taskDefinition, reason: script.runTaskFailure }] };
         return { tasks: [{ taskArn: TASK_ARN, lastStatus: 'PROVISIONING', taskDefinitionArn: body.taskDefinition }], failures: [] };
+      },
+      ListTasks: (body) => ({ taskArns: body.startedBy === STARTED_BY && body.desiredStatus === 'RUNNING' ? running : [] }),
+      StopTask: (body) => {
+        running = running.filter((t) => t !== body.task);
+        return { task: { taskArn: body.task, lastStatus: 'RUNNING', desiredStatus: 'STOPPED', stoppedReason: body.reason } };
       },
       DescribeTasks: (body) => {
         if (body.tasks[0] !== TASK_ARN) throw new AwsError('InvalidParameterException', 'unknown task');
@@ -106,7 +126,7 @@ describe('the custom resource\'s handler, against a local ECS endpoint', () => {
     });
     // A stand-in whose status each test sets: DescribeStacks is how the handler tells a rollback apart.
     cfn = await startFakeCloudFormation({ [STACK_ID]: {} }, () => stackStatus);
-    Object.assign(process.env, awsEnv({ cloudformation: cfn.url }), { AWS_ENDPOINT_URL_ECS: ecs.url });
+    Object.assign(process.env, awsEnv({ cloudformation: cfn.url }), { AWS_ENDPOINT_URL_ECS: ecs.url, [DEADLINE_ENV]: '600' });
   });
   afterAll(async () => {
     for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key];
@@ -167,6 +187,35 @@ describe('the custom resource\'s handler, against a local ECS endpoint', () => {
       stackStatus = 'UPDATE_IN_PROGRESS';
     }
     expect(await deploy(event('Delete', { PhysicalResourceId: 'migrations-req-0' }))).toEqual({ polls: 1 });
-    expect(ecs.requests).toEqual([]);
+    expect(ecs.requests.map((r) => r.operation)).not.toContain('RunTask');
+  });
+
+  it('stops a migrations task still running when the stack rolls back, and on Delete', async () => {
+    for (const [requestType, status] of [['Update', 'UPDATE_ROLLBACK_IN_PROGRESS'], ['Delete', 'ROLLBACK_IN_PROGRESS']] as const) {
+      ecs.requests.length = 0;
+      running = [TASK_ARN];
+      stackStatus = status;
+      try {
+        await onEvent(event(requestType, { PhysicalResourceId: 'migrations-req-0' }));
+      } finally {
+        stackStatus = 'UPDATE_IN_PROGRESS';
+      }
+      expect(running, requestType).toEqual([]);
+      const stops = ecs.requests.filter((r) => r.operation === 'StopTask');
+      expect(stops.map((r) => r.body), requestType).toEqual([{ cluster: CLUSTER, task: TASK_ARN, reason: expect.stringMatching(/stopped by the deploy/) }]);
+    }
+  });
+
+  it('stops the task and fails the deploy when it is still running at its deadline', async () => {
+    ecs.requests.length = 0;
+    script = { describes: [{ lastStatus: 'RUNNING' }, { lastStatus: 'RUNNING' }] };
+    const started = await onEvent(event('Create'));
+    expect(Date.parse(started.Deadline!) - Date.now()).toBeGreaterThan(500_000);
+    expect(await isComplete({ ...event('Create'), ...started })).toEqual({ IsComplete: false });
+    // The same task, its deadline passed.
+    const late = { ...event('Create'), ...started, Deadline: new Date(Date.now() - 1000).toISOString() };
+    await expect(isComplete(late)).rejects.toThrow(/0123456789abcdef was still running at its deadline, .*; it is stopped .*the deploy rolls back/);
+    const stops = ecs.requests.filter((r) => r.operation === 'StopTask');
+    expect(stops.map((r) => r.body)).toEqual([{ cluster: CLUSTER, task: TASK_ARN, reason: expect.stringMatching(/gave up on the migrations/) }]);
   });
 });

@@ -4,6 +4,7 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { SNS_TOPIC_CONTEXT } from '../../lib/constructs/alerts.js';
 import { JOBS } from '../../lib/jobs.js';
 import { settingsFromContext } from '../../lib/constructs/settings.js';
 import { BackendStack } from '../../lib/constructs/stack.js';
@@ -19,6 +20,7 @@ interface Statement {
   readonly Effect: string;
   readonly Action: string | string[];
   readonly Resource: unknown;
+  readonly Condition?: Record<string, Record<string, unknown>>;
 }
 
 /** Every statement of every identity policy in the template, with the policy's logical id. */
@@ -73,8 +75,9 @@ describe('IAM', () => {
   it('has no wildcard beyond the acknowledged ones', () => {
     const wildcards = identityStatements(s)
       .filter((st) => st.Effect === 'Allow' && JSON.stringify([st.Action, st.Resource]).includes('*'))
-      .map((st) => ({ actions: list(st.Action).sort(), resource: JSON.stringify(st.Resource) }));
-    const accepted = (w: { actions: string[]; resource: string }): boolean =>
+      .map((st) => ({ actions: list(st.Action).sort(), resource: JSON.stringify(st.Resource), clusterCondition: JSON.stringify(st.Condition?.ArnEquals?.['ecs:cluster'] ?? null) }));
+    const inTheCluster = (w: { clusterCondition: string }) => /^\{"Fn::GetAtt":\["Cluster[A-Za-z0-9]+","Arn"\]\}$/.test(w.clusterCondition);
+    const accepted = (w: { actions: string[]; resource: string; clusterCondition: string }): boolean =>
       // ecr:GetAuthorizationToken has no resource-level permissions (execution roles).
       (w.actions.join() === 'ecr:GetAuthorizationToken' && w.resource === '"*"')
       // EventBridge starts the job state machines, named <stack>-<job> (the events role).
@@ -87,8 +90,12 @@ describe('IAM', () => {
       || (w.resource === '"*"' && w.actions.every((a) => /^(logs|xray):/.test(a)))
       // The migrations resource runs its task definition (every revision of its one family), in this cluster (a condition)...
       || (w.actions.join() === 'ecs:RunTask' && /:task-definition\/TestMigrationsTaskDef[A-Za-z0-9]+:\*"\]\]\}$/.test(w.resource))
-      // ...and watches the task it started, in this one cluster.
+      // ...and watches the task it started, in this one cluster...
       || (w.actions.join() === 'ecs:DescribeTasks' && /:task\/",\{"Ref":"Cluster[^"]+"\},"\/\*"/.test(w.resource))
+      // ...stops it at its deadline, on rollback and on delete (this cluster's tasks, and a condition)...
+      || (w.actions.join() === 'ecs:StopTask' && /:task\/",\{"Ref":"Cluster[^"]+"\},"\/\*"/.test(w.resource) && inTheCluster(w))
+      // ...and lists the running ones, which names no resource a Fargate task has (the cluster condition scopes it).
+      || (w.actions.join() === 'ecs:ListTasks' && w.resource === '"*"' && inTheCluster(w))
       // The custom resource Provider framework invokes its own handlers, any version of each (`<function ARN>:*`).
       || (w.actions.join() === 'lambda:InvokeFunction' && /^\[(\{"Fn::GetAtt":\["Migrations[A-Za-z0-9]+","Arn"\]\},?)+(,?\{"Fn::Join":\["",\[\{"Fn::GetAtt":\["Migrations[A-Za-z0-9]+","Arn"\]\},":\*"\]\]\},?)+\]$/.test(w.resource))
       // The Scheduler role sends undeliverable starts to the zoned jobs' dead-letter queues, named
@@ -251,11 +258,14 @@ describe('alerts and buckets', () => {
     synth({ alertEmail: 'none' }).template.resourceCountIs('AWS::SNS::Subscription', 0);
   });
 
-  it('lets only this account\'s alarms and rules use the alert key', () => {
-    const key = Object.values(resources(s.template, 'AWS::KMS::Key'))[0]!;
-    const services = key.Properties.KeyPolicy.Statement.filter((st: any) => st.Principal?.Service);
-    expect(services.length).toBeGreaterThan(0);
-    for (const st of services) expect(st.Condition?.StringEquals?.['aws:SourceAccount'], JSON.stringify(st.Principal)).toEqual({ Ref: 'AWS::AccountId' });
+  it('lets alarms and rules use the alert key only for this account\'s topics, by the context SNS always sends', () => {
+    const [key] = Object.entries(resources(s.template, 'AWS::KMS::Key')).filter(([id]) => id.startsWith('Alerts')).map(([, k]) => k);
+    const services = key!.Properties.KeyPolicy.Statement.filter((st: any) => st.Principal?.Service);
+    expect(services).toHaveLength(1);
+    const [st] = services;
+    expect(st.Principal.Service).toEqual(['cloudwatch.amazonaws.com', 'events.amazonaws.com']);
+    // Not aws:SourceAccount: whether it reaches a key policy when SNS calls KMS for the publisher is undocumented.
+    expect(st.Condition).toEqual({ StringLike: { [SNS_TOPIC_CONTEXT]: { 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, ':sns:', { Ref: 'AWS::Region' }, ':', { Ref: 'AWS::AccountId' }, ':*']] } } });
   });
 
   it('puts a source condition on every service principal of every resource policy', () => {
