@@ -119,6 +119,14 @@ export const MIGRATION_DEFAULTS = {
   timeoutMinutes: 30,
 } as const;
 
+/** The smoke test a canary deploy's new revision passes before production traffic (lib/constructs/release-smoke-test.ts). */
+export const RELEASE_SMOKE_DEFAULTS = {
+  /** Tries before the hook fails the deploy: one lost request must not roll a good release back. */
+  attempts: 3,
+  /** Seconds ECS waits before it runs the hook again after a failed try. */
+  retrySeconds: 15,
+} as const;
+
 /** A new RDS PostgreSQL instance (when no existing database's secret is given). */
 export const DATABASE_DEFAULTS = {
   instanceType: 't4g.micro',

@@ -32,15 +32,37 @@ export function canaryServiceProps(): Pick<ecs.FargateServiceProps, 'deploymentS
 
 export interface CanaryTargetsProps {
   readonly vpc: ec2.IVpc;
+  /** The load balancer: the test listener is added to it. */
+  readonly loadBalancer: elbv2.ApplicationLoadBalancer;
   readonly listener: elbv2.ApplicationListener;
+  /** The production listener's certificate: the test listener serves HTTPS with it too. @default - HTTP */
+  readonly certificate?: elbv2.IListenerCertificate;
   /** The primary target group: its health check and deregistration delay are copied. */
   readonly primary: elbv2.ApplicationTargetGroup;
   readonly healthCheck: elbv2.HealthCheck;
   readonly deregistrationDelay: Duration;
 }
 
-/** The alternate target group, the production listener rule, and the service's alternate target. */
-export function addCanaryTargets(scope: Construct, props: CanaryTargetsProps): { alternate: elbv2.ApplicationTargetGroup; rule: elbv2.ApplicationListenerRule; target: ecs.IAlternateTarget } {
+/** What addCanaryTargets makes. */
+export interface CanaryTargets {
+  readonly alternate: elbv2.ApplicationTargetGroup;
+  /** The production listener's rule, whose weights ECS moves. */
+  readonly rule: elbv2.ApplicationListenerRule;
+  /** The test listener (TEST_LISTENER.port): the new revision answers it before production traffic shifts. */
+  readonly testListener: elbv2.ApplicationListener;
+  readonly target: ecs.IAlternateTarget;
+}
+
+/**
+ * The test listener: ECS sends all of its traffic to the new revision before any production
+ * traffic moves (its TEST_TRAFFIC_SHIFT stage), which is when the release smoke test runs
+ * through it (lib/constructs/release-smoke-test.ts). Nobody may reach it by default: its port
+ * is closed in the load balancer's security group, and the smoke test opens it to its own way out.
+ */
+export const TEST_LISTENER = { port: 9443 } as const;
+
+/** The alternate target group, the production and test listener rules, and the service's alternate target. */
+export function addCanaryTargets(scope: Construct, props: CanaryTargetsProps): CanaryTargets {
   const alternate = new elbv2.ApplicationTargetGroup(scope, 'ApiAlternate', {
     vpc: props.vpc,
     port: CONTAINER.port,
@@ -59,11 +81,29 @@ export function addCanaryTargets(scope: Construct, props: CanaryTargetsProps): {
       { targetGroup: alternate, weight: 0 },
     ]),
   });
+  const testListener = props.loadBalancer.addListener('Test', {
+    port: TEST_LISTENER.port,
+    protocol: props.certificate ? elbv2.ApplicationProtocol.HTTPS : elbv2.ApplicationProtocol.HTTP,
+    ...(props.certificate ? { certificates: [props.certificate], sslPolicy: elbv2.SslPolicy.RECOMMENDED_TLS } : {}),
+    open: false,
+    defaultAction: elbv2.ListenerAction.fixedResponse(404, { contentType: 'text/plain', messageBody: 'no test traffic' }),
+  });
+  const testRule = new elbv2.ApplicationListenerRule(scope, 'ApiTest', {
+    listener: testListener,
+    priority: 1,
+    conditions: [elbv2.ListenerCondition.pathPatterns(['/*'])],
+    // ECS owns these weights too: it points the test traffic at the new revision during a deploy.
+    action: elbv2.ListenerAction.weightedForward([
+      { targetGroup: props.primary, weight: 100 },
+      { targetGroup: alternate, weight: 0 },
+    ]),
+  });
   const target = new ecs.AlternateTarget('Canary', {
     alternateTargetGroup: alternate,
     productionListener: ecs.ListenerRuleConfiguration.applicationListenerRule(rule),
+    testListener: ecs.ListenerRuleConfiguration.applicationListenerRule(testRule),
   });
-  return { alternate, rule, target };
+  return { alternate, rule, testListener, target };
 }
 
 /** The synth findings a canary service raises, each with its reason. */

@@ -26,6 +26,7 @@ import { stackPoolBudget, type PoolBudget } from '../pool-budget.js';
 import { ScheduledJobs, validateScheduledJobs } from './scheduled-jobs.js';
 import { reportDefaultBusRules } from './rule-quota.js';
 import { ServiceMonitoring } from './service-monitoring.js';
+import { ReleaseSmokeTest } from './release-smoke-test.js';
 import { onlyServicesGetGrants } from './guard.js';
 import { JOBS_TABLE, Problems, throwIfAnyProblems } from './validation.js';
 import { ApiFirewall, validateApiFirewallProps, type ApiFirewallProps } from './waf.js';
@@ -158,6 +159,8 @@ export class BackendStack extends Stack {
   public readonly scheduledJobs: ScheduledJobs;
   public readonly jobMonitoring: JobMonitoring;
   public readonly serviceMonitoring: ServiceMonitoring;
+  /** With canary deploys, the lifecycle hook that smoke-tests each new revision before production traffic. */
+  public readonly releaseSmokeTest: ReleaseSmokeTest | undefined;
   /** The web ACL in front of the load balancer; undefined unless `waf` is set. */
   public readonly firewall: ApiFirewall | undefined;
 
@@ -265,6 +268,15 @@ export class BackendStack extends Stack {
       ...props.service,
       dbPoolMax: budget.apiPoolMax,
     });
+    this.releaseSmokeTest = this.webService.testListener ? new ReleaseSmokeTest(this, 'ReleaseSmokeTest', {
+      service: this.webService.service,
+      vpc: this.vpc,
+      testListener: this.webService.testListener,
+      operatorKey: this.webService.adminApiKey,
+      logRetention: props.logRetentionDays as logs.RetentionDays,
+      logKey: this.logKey,
+      logRemovalPolicy: removalPolicy,
+    }) : undefined;
     this.firewall = props.waf ? new ApiFirewall(this, 'Firewall', { loadBalancer: this.webService.loadBalancer, ...props.waf }) : undefined;
     this.scheduledJobs = new ScheduledJobs(this, 'Jobs', {
       cluster: this.cluster,
@@ -324,6 +336,8 @@ export class BackendStack extends Stack {
     new CfnOutput(this, 'LogGroup', { value: this.logGroup.logGroupName });
     new CfnOutput(this, 'AlertTopic', { value: this.alerts.topic.topicArn });
     new CfnOutput(this, 'DatabaseSecret', { value: this.database.secret.secretArn });
+    // `npm run smoke` reads the operator key from here (bin/smoke.ts).
+    new CfnOutput(this, 'OperatorKeySecret', { value: this.webService.adminApiKey.secretArn });
     new CfnOutput(this, 'DatabaseLoginSecret', { value: this.database.loginSecret.secretArn });
     this.defaultBusRules = reportDefaultBusRules(this);
   }

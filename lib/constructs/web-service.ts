@@ -19,7 +19,7 @@ import { CONTAINER, LIMITS, SERVICE_DEFAULTS } from '../defaults.js';
 import { FARGATE_SIZES, fargateMemoryChoices } from '../jobs.js';
 import { keepAliveTimeoutMs } from '../timing.js';
 import { Problems, throwIfProblems } from './validation.js';
-import { acknowledgeCanary, addCanaryTargets, canaryServiceProps } from './canary-deploys.js';
+import { acknowledgeCanary, addCanaryTargets, canaryServiceProps, TEST_LISTENER } from './canary-deploys.js';
 import { scaleOnRequestsPerTask } from './request-scaling.js';
 
 export interface WebServiceProps {
@@ -102,6 +102,8 @@ export class WebService extends Construct {
   public readonly alternateTargetGroup: elbv2.ApplicationTargetGroup | undefined;
   /** Every target group that can carry the API's traffic. */
   public readonly targetGroups: readonly elbv2.ApplicationTargetGroup[];
+  /** With canary deploys, the test listener and its URL (the API's host on TEST_LISTENER.port), where a deploy's new revision answers first. */
+  public readonly testListener: { readonly listener: elbv2.ApplicationListener; readonly url: string } | undefined;
   public readonly service: ecs.FargateService;
   public readonly taskDefinition: ecs.FargateTaskDefinition;
   public readonly container: ecs.ContainerDefinition;
@@ -234,8 +236,10 @@ export class WebService extends Construct {
       healthCheck,
     });
     const canary = props.canaryDeploys
-      ? addCanaryTargets(this, { vpc, listener: this.listener, primary: this.targetGroup, healthCheck, deregistrationDelay })
+      ? addCanaryTargets(this, { vpc, loadBalancer: this.loadBalancer, listener: this.listener, certificate, primary: this.targetGroup, healthCheck, deregistrationDelay })
       : undefined;
+    const host = props.domain?.domainName ?? this.loadBalancer.loadBalancerDnsName;
+    this.testListener = canary ? { listener: canary.testListener, url: `${certificate ? 'https' : 'http'}://${host}:${TEST_LISTENER.port}` } : undefined;
     this.alternateTargetGroup = canary?.alternate;
     this.targetGroups = canary ? [this.targetGroup, canary.alternate] : [this.targetGroup];
     this.targetGroup.addTarget(this.service.loadBalancerTarget({

@@ -5,7 +5,9 @@
  */
 import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { SERVICE_DEFAULTS, STAGE_DEFAULTS } from '../../lib/defaults.js';
+import { RELEASE_SMOKE_DEFAULTS, SERVICE_DEFAULTS, STAGE_DEFAULTS } from '../../lib/defaults.js';
+import { TEST_LISTENER } from '../../lib/constructs/canary-deploys.js';
+import { HOOK_ENV } from '../../lib/hooks/smoke-test.mjs';
 import { settingsFromContext } from '../../lib/constructs/settings.js';
 import { BackendStack } from '../../lib/constructs/stack.js';
 import { newApp, NOW, resources, TEST_DOMAIN } from './synth.js';
@@ -96,8 +98,10 @@ describe('prod deploys', () => {
     const lb = one(template, 'AWS::ECS::Service').Properties.LoadBalancers;
     expect(lb).toHaveLength(1);
     expect(lb[0].AdvancedConfiguration.AlternateTargetGroupArn).toEqual({ Ref: groups.find((g) => g.includes('Alternate')) });
-    expect(lb[0].AdvancedConfiguration.ProductionListenerRule).toEqual({ Ref: Object.keys(resources(template, 'AWS::ElasticLoadBalancingV2::ListenerRule'))[0] });
-    const rule = one(template, 'AWS::ElasticLoadBalancingV2::ListenerRule').Properties;
+    const ruleId = (lb[0].AdvancedConfiguration.ProductionListenerRule as { Ref: string }).Ref;
+    const rule = resources(template, 'AWS::ElasticLoadBalancingV2::ListenerRule')[ruleId]!.Properties;
+    // The production rule is on the production listener (the test listener has a rule of its own).
+    expect(JSON.stringify(rule.ListenerArn)).toMatch(/Https/);
     const forwarded = rule.Actions[0].ForwardConfig.TargetGroups.map((t: { TargetGroupArn: { Ref: string }; Weight: number }) => [t.TargetGroupArn.Ref, t.Weight]);
     expect(forwarded.map(([ref]: [string]) => ref).sort()).toEqual([...groups].sort());
     expect(forwarded.map(([, w]: [string, number]) => w).sort()).toEqual([0, 100]);
@@ -109,6 +113,48 @@ describe('prod deploys', () => {
       const alarm = alarms.get(`EcsSaasBackend-prod-${name}`)!;
       expect(new Set(groupsWatched(alarm)), name).toEqual(new Set(targetGroupIds(template)));
     }
+  });
+});
+
+describe('the release smoke test (prod)', () => {
+  let template: Template;
+  beforeAll(() => { template = synthStage({ stage: 'prod', ...TEST_DOMAIN }); });
+
+  it('runs the smoke-test hook after the test traffic shift, before any production traffic moves', () => {
+    const { LifecycleHooks } = one(template, 'AWS::ECS::Service').Properties.DeploymentConfiguration;
+    expect(LifecycleHooks).toHaveLength(1);
+    expect(LifecycleHooks[0].LifecycleStages).toEqual(['POST_TEST_TRAFFIC_SHIFT']);
+    const [fnId] = LifecycleHooks[0].HookTargetArn['Fn::GetAtt'];
+    const fn = resources(template, 'AWS::Lambda::Function')[fnId]!;
+    expect(fn.Properties.Handler).toBe('smoke-test.handler');
+    expect(fn.Properties.Environment.Variables).toMatchObject({
+      [HOOK_ENV.baseUrl]: `https://${TEST_DOMAIN.domainName}:${TEST_LISTENER.port}`,
+      [HOOK_ENV.attempts]: String(RELEASE_SMOKE_DEFAULTS.attempts),
+      [HOOK_ENV.retrySeconds]: String(RELEASE_SMOKE_DEFAULTS.retrySeconds),
+    });
+    expect(fn.Properties.VpcConfig.SubnetIds.length).toBeGreaterThan(0);
+  });
+
+  it('gives ECS a test listener rule on an HTTPS listener of its own, which only the NAT gateways\' addresses reach', () => {
+    const listeners = Object.entries(resources(template, 'AWS::ElasticLoadBalancingV2::Listener')) as [string, Resource][];
+    const [testId, test] = listeners.find(([, l]) => l.Properties.Port === TEST_LISTENER.port)!;
+    expect(test.Properties.Protocol).toBe('HTTPS');
+    expect(test.Properties.Certificates).toHaveLength(1);
+    const rules = Object.entries(resources(template, 'AWS::ElasticLoadBalancingV2::ListenerRule')) as [string, Resource][];
+    const [testRuleId] = rules.find(([, r]) => r.Properties.ListenerArn.Ref === testId)!;
+    const lb = one(template, 'AWS::ECS::Service').Properties.LoadBalancers[0];
+    expect(lb.AdvancedConfiguration.TestListenerRule).toEqual({ Ref: testRuleId });
+    const ingress = (Object.values(resources(template, 'AWS::EC2::SecurityGroupIngress')) as Resource[]).map((r) => r.Properties).filter((r) => r.FromPort === TEST_LISTENER.port);
+    const groups = Object.values(resources(template, 'AWS::EC2::SecurityGroup')) as Resource[];
+    const inline = groups.flatMap((g) => (g.Properties.SecurityGroupIngress ?? []) as { FromPort: number; CidrIp?: unknown }[]).filter((r) => r.FromPort === TEST_LISTENER.port);
+    const rulesForPort = [...ingress, ...inline];
+    expect(rulesForPort.length).toBeGreaterThan(0);
+    for (const rule of rulesForPort) expect(JSON.stringify(rule.CidrIp)).toMatch(/NatGatewayEIP|EIP.*PublicIp/);
+    expect(JSON.stringify(rulesForPort)).not.toContain('0.0.0.0/0');
+  });
+
+  it('publishes the operator key\'s secret for `npm run smoke`', () => {
+    expect(template.toJSON().Outputs.OperatorKeySecret.Value).toEqual({ Ref: expect.stringMatching(/^ApiAdminApiKey/) });
   });
 });
 
@@ -124,5 +170,9 @@ describe('dev deploys', () => {
     expect(config.Alarms).toMatchObject({ Enable: true, Rollback: true });
     expect(targetGroupIds(template)).toHaveLength(1);
     template.resourceCountIs('AWS::ElasticLoadBalancingV2::ListenerRule', 0);
+    // Rolling deploys have no test traffic and no lifecycle hooks.
+    expect(config.LifecycleHooks).toBeUndefined();
+    const ports = (Object.values(resources(template, 'AWS::ElasticLoadBalancingV2::Listener')) as Resource[]).map((l) => l.Properties.Port);
+    expect(ports).not.toContain(TEST_LISTENER.port);
   });
 });
