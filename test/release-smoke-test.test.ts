@@ -4,13 +4,15 @@
  * real Secrets Manager client from a local endpoint. A good release answers SUCCEEDED; a broken
  * one is tried again (IN_PROGRESS), then FAILED, which makes ECS roll the deploy back.
  */
+import { spawnSync } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handler, HOOK_ENV, type HookAnswer } from '../lib/hooks/smoke-test.mjs';
 import { CHECKS } from '../lib/hooks/smoke.mjs';
 import { startApi, type InProcessApi } from './helpers/api.js';
-import { awsEnv, startFakeJsonService, type FakeService } from './helpers/aws-json.js';
+import { awsEnv, startFakeCloudFormation, startFakeJsonService, type FakeService } from './helpers/aws-json.js';
+import { parseSmokeArgs, reportSmokeError, runSmoke, SMOKE_OUTPUTS } from '../bin/smoke.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 
 const OPERATOR_KEY = 'smoke-operator-key-0123456789abcdefghijklmnopqrstuv';
@@ -120,4 +122,65 @@ describe('a broken release', () => {
 
 it('checks health, an authenticated read, authentication and the OpenAPI document', () => {
   expect(CHECKS.map((c) => c.name.split(' ').slice(0, 2).join(' '))).toEqual(['GET /healthz', 'GET /accounts', 'GET /accounts', 'GET /openapi.json']);
+});
+
+describe('npm run smoke, against a deployed stage', () => {
+  let api: InProcessApi;
+  let broken: InProcessApi;
+  let cfn: FakeService;
+  beforeAll(async () => {
+    api = await startApi({ DATABASE_URL: db.url, ADMIN_API_KEY: OPERATOR_KEY });
+    broken = await startApi({ DATABASE_URL: db.url, ADMIN_API_KEY: 'another-operator-key-0123456789abcdefghijklmnop' });
+    cfn = await startFakeCloudFormation({
+      'EcsSaasBackend-dev': { [SMOKE_OUTPUTS.url]: api.base, [SMOKE_OUTPUTS.operatorKeySecret]: SECRET_ARN },
+      'EcsSaasBackend-prod': { [SMOKE_OUTPUTS.url]: broken.base, [SMOKE_OUTPUTS.operatorKeySecret]: SECRET_ARN },
+      Old: { [SMOKE_OUTPUTS.url]: api.base },
+    });
+    process.env.AWS_ENDPOINT_URL_CLOUDFORMATION = cfn.url;
+  });
+  afterAll(async () => {
+    await Promise.all([api?.stop(), broken?.stop(), cfn?.close()]);
+  });
+
+  async function smoke(argv: string[]): Promise<{ code: number; text: string }> {
+    let text = '';
+    try {
+      return { code: await runSmoke(parseSmokeArgs(argv), (t) => (text += `${t}\n`)), text };
+    } catch (error) {
+      return { code: reportSmokeError(error, (line) => (text += `${line}\n`)), text };
+    }
+  }
+
+  it('finds the stage\'s URL and operator key and exits 0 when every check passes', async () => {
+    const { code, text } = await smoke(['--stage', 'dev']);
+    expect(text).toMatch(/every check passed/);
+    expect(text.match(/^pass {2}/gm)).toHaveLength(CHECKS.length);
+    expect(code).toBe(0);
+  });
+
+  it('exits 1 naming the failed check when the stage answers badly', async () => {
+    const { code, text } = await smoke(['--stage', 'prod']);
+    expect(text).toMatch(/^FAIL {2}GET \/accounts with the operator key answers 200 with a page of accounts: got 401/m);
+    expect(code).toBe(1);
+  });
+
+  it('exits 2 with one line for bad arguments, an unknown stack, or a stack without the outputs', async () => {
+    for (const [argv, message] of [
+      [[], /^Which stage\? Usage: npm run smoke/],
+      [['--stage', 'staging'], /^--stage "staging" is not a stage; accepted: dev, prod/],
+      [['--stack', 'Nope'], /^No stack Nope in this region/],
+      [['--stack', 'Old'], /^The stack Old has no OperatorKeySecret output/],
+    ] as const) {
+      const { code, text } = await smoke([...argv]);
+      expect(text, argv.join(' ')).toMatch(message);
+      expect(text.trim().split('\n'), argv.join(' ')).toHaveLength(1);
+      expect(code, argv.join(' ')).toBe(2);
+    }
+  });
+
+  it('runs as `npm run smoke` does: exit 2 and one line on stderr for a bad stage', () => {
+    const run = spawnSync(process.execPath, ['node_modules/tsx/dist/cli.mjs', 'bin/smoke.ts', '--stage', 'staging'], { encoding: 'utf8', timeout: 120_000 });
+    expect(run.stderr.trim()).toMatch(/^--stage "staging" is not a stage; accepted: dev, prod\. Usage: npm run smoke -- --stage <dev\|prod> \| --stack <name>$/);
+    expect(run.status).toBe(2);
+  });
 });

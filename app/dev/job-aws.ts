@@ -11,7 +11,6 @@
  * ones (AWS_PROFILE, AWS_REGION, ...). The SDK clients are loaded here only, never in the image.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { CloudWatchLogsClient, GetLogEventsCommand } from '@aws-sdk/client-cloudwatch-logs';
@@ -23,12 +22,13 @@ import {
   paginateListStateMachines,
   type HistoryEvent,
 } from '@aws-sdk/client-sfn';
-import { DEFAULT_STAGE, STACK_DEFAULTS, STAGES } from '../../lib/defaults.js';
+import { STAGES } from '../../lib/defaults.js';
 import { executionConsoleUrl } from '../../lib/job-flow.js';
 import { JOBS } from '../../lib/jobs.js';
 import { EXIT, UsageError } from '../errors.js';
 import { parseIsoTime } from '../jobs/args.js';
 import { awsSetupAdvice } from './aws-errors.js';
+import { contextStackName } from './stack-name.js';
 
 const USAGE = 'Usage: npm run job:aws -- <job> [--scheduled-time ISO] [--wait] [--stage dev|prod | --stack NAME]';
 /** How often --wait asks Step Functions and CloudWatch Logs for news. */
@@ -39,18 +39,6 @@ export interface JobAwsArgs {
   readonly scheduledTime: string;
   readonly wait: boolean;
   readonly stack: string;
-}
-
-/** The stack name `cdk synth -c stage=<stage>` uses: cdk.json's `stackName`, else `<default>-<stage>` (lib/constructs/settings.ts). */
-function contextStackName(stage: string | undefined): string {
-  let context: { stackName?: unknown; stage?: unknown } = {};
-  try {
-    context = (JSON.parse(readFileSync('cdk.json', 'utf8')) as { context?: typeof context }).context ?? {};
-  } catch {
-    // No cdk.json here: the defaults, as `cdk synth` would use them.
-  }
-  if (typeof context.stackName === 'string' && context.stackName !== '') return context.stackName;
-  return `${STACK_DEFAULTS.stackName}-${stage ?? (typeof context.stage === 'string' ? context.stage : DEFAULT_STAGE)}`;
 }
 
 export function parseJobAwsArgs(args: readonly string[], now: Date = new Date()): JobAwsArgs {

@@ -35,6 +35,9 @@ export interface DeployRoleStackProps extends StackProps {
   readonly qualifier?: string;
 }
 
+/** The tag of the operator key's secret (lib/constructs/web-service.ts), by which the deploy role may read it for the smoke test. */
+export const OPERATOR_KEY_TAG = { key: 'ecs-saas-backend:secret', value: 'operator-key' } as const;
+
 /** The claims, in order, of the repository's OIDC subject template (docs/operations.md sets it). */
 export const SUBJECT_CLAIM_KEYS = ['repo', 'context', 'job_workflow_ref'] as const;
 /** The only workflow, and the only ref, that may deploy. */
@@ -86,6 +89,21 @@ export class DeployRoleStack extends Stack {
       sid: 'UseTheCdkBootstrapRoles',
       actions: ['sts:AssumeRole', 'sts:TagSession'],
       resources: ['deploy', 'file-publishing', 'image-publishing', 'lookup'].map(bootstrapRole),
+    }));
+
+    // After each deploy, deploy.yml runs `npm run smoke` (bin/smoke.ts): it reads the stack's
+    // outputs, and the operator key from the one secret tagged as it (OPERATOR_KEY_TAG) in this stage's stack.
+    const stageStack = `${STACK_DEFAULTS.stackName}-${props.stage}`;
+    this.role.addToPolicy(new iam.PolicyStatement({
+      sid: 'SmokeTestReadsTheStackOutputs',
+      actions: ['cloudformation:DescribeStacks'],
+      resources: [`arn:${this.partition}:cloudformation:${this.region}:${this.account}:stack/${stageStack}/*`],
+    }));
+    this.role.addToPolicy(new iam.PolicyStatement({
+      sid: 'SmokeTestReadsTheOperatorKey',
+      actions: ['secretsmanager:GetSecretValue'],
+      resources: [`arn:${this.partition}:secretsmanager:${this.region}:${this.account}:secret:*`],
+      conditions: { StringEquals: { 'aws:ResourceTag/aws:cloudformation:stack-name': stageStack, [`aws:ResourceTag/${OPERATOR_KEY_TAG.key}`]: OPERATOR_KEY_TAG.value } },
     }));
 
     // Only prod has an approval gate, so only prod needs a plan before it.

@@ -6,7 +6,7 @@
  * stopTimeout → SHUTDOWN_TIMEOUT_MS, the ALB idle timeout → KEEP_ALIVE_TIMEOUT_MS, and the
  * target group's deregistration delay, which ECS waits out before it sends SIGTERM.
  */
-import { Duration, Stack, Token, Validations } from 'aws-cdk-lib';
+import { Duration, Stack, Tags, Token, Validations } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
@@ -21,6 +21,7 @@ import { keepAliveTimeoutMs } from '../timing.js';
 import { Problems, throwIfProblems } from './validation.js';
 import { acknowledgeCanary, addCanaryTargets, canaryServiceProps, TEST_LISTENER } from './canary-deploys.js';
 import { scaleOnRequestsPerTask } from './request-scaling.js';
+import { OPERATOR_KEY_TAG } from './deploy-role.js';
 
 export interface WebServiceProps {
   /** The cluster (and so the VPC) the service runs in. */
@@ -123,6 +124,8 @@ export class WebService extends Construct {
       description: 'ADMIN_API_KEY: the API operator\'s Bearer key (docs/security.md)',
       generateSecretString: { passwordLength: 64, excludePunctuation: true },
     });
+    // The deploy role reads it by this tag, for the smoke test after each deploy (bin/smoke.ts).
+    Tags.of(this.adminApiKey).add(OPERATOR_KEY_TAG.key, OPERATOR_KEY_TAG.value);
     Validations.of(this.adminApiKey).acknowledge({
       id: 'AwsSolutions-SMG4',
       reason: 'The admin key is rotated by hand (docs/security.md): a new value then a rolling deploy; automatic rotation would need a Lambda and would cut off every caller holding the old key.',

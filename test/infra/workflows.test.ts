@@ -10,7 +10,7 @@ import path from 'node:path';
 import { Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { STAGES } from '../../lib/defaults.js';
-import { DEPLOY_WORKFLOW, DeployRoleStack, deployRoleName, deploySubject, planRoleName } from '../../lib/constructs/deploy-role.js';
+import { DEPLOY_WORKFLOW, DeployRoleStack, deployRoleName, deploySubject, OPERATOR_KEY_TAG, planRoleName } from '../../lib/constructs/deploy-role.js';
 import { REPO_ROOT } from '../../lib/constructs/stack.js';
 import { errorMessage, newApp } from './synth.js';
 
@@ -58,6 +58,16 @@ describe('the workflow files', () => {
     expect(checkouts).toHaveLength(deploy.match(/uses: actions\/checkout@/g)!.length);
     // Every later job waits for dev, so the condition on dev holds for all.
     expect(deploy).toMatch(/^ {2}plan:\n {4}needs: dev$/m);
+  });
+
+  it('smoke-tests each stage right after its deploy', () => {
+    const deploy = read('deploy.yml');
+    for (const stage of ['dev', 'prod']) {
+      const deployAt = deploy.search(new RegExp(`npx cdk deploy [^\\n]*-c stage=${stage}`));
+      const smokeAt = deploy.indexOf(`npm run smoke -- --stage ${stage}`);
+      expect(deployAt, stage).toBeGreaterThan(-1);
+      expect(smokeAt, stage).toBeGreaterThan(deployAt);
+    }
   });
 
   it('has one concurrency group per environment, so a pending prod approval never blocks dev', () => {
@@ -129,14 +139,20 @@ describe('the deploy role', () => {
     expect(new DeployRoleStack(newApp(), 'Dev', { githubRepo: 'acme/x', stage: 'dev' }).planRole).toBeUndefined();
   });
 
-  it('may only assume the account\'s CDK bootstrap roles', () => {
+  it('may only assume the account\'s CDK bootstrap roles, and read what the smoke test needs of its own stage', () => {
     const policies = Object.values(template.findResources('AWS::IAM::Policy', { Properties: { Roles: [{ Ref: stack.getLogicalId(stack.role.node.defaultChild as never) }] } }));
     expect(policies).toHaveLength(1);
     const [statement, ...rest] = policies[0]!.Properties.PolicyDocument.Statement;
-    expect(rest).toEqual([]);
     expect(statement.Action).toEqual(['sts:AssumeRole', 'sts:TagSession']);
     const resources = JSON.stringify(stack.resolve(statement.Resource));
     for (const kind of ['deploy', 'file-publishing', 'image-publishing', 'lookup']) expect(resources).toContain(`:role/cdk-hnb659fds-${kind}-role-`);
+    const smoke = Object.fromEntries(rest.map((st: { Sid: string }) => [st.Sid, stack.resolve(st)]));
+    expect(Object.keys(smoke).sort()).toEqual(['SmokeTestReadsTheOperatorKey', 'SmokeTestReadsTheStackOutputs']);
+    expect(smoke.SmokeTestReadsTheStackOutputs.Action).toBe('cloudformation:DescribeStacks');
+    expect(JSON.stringify(smoke.SmokeTestReadsTheStackOutputs.Resource)).toContain(':stack/EcsSaasBackend-prod/*');
+    expect(smoke.SmokeTestReadsTheOperatorKey.Action).toBe('secretsmanager:GetSecretValue');
+    // Only the prod stack's secret tagged as the operator key: no other secret of the account.
+    expect(smoke.SmokeTestReadsTheOperatorKey.Condition).toEqual({ StringEquals: { 'aws:ResourceTag/aws:cloudformation:stack-name': 'EcsSaasBackend-prod', [`aws:ResourceTag/${OPERATOR_KEY_TAG.key}`]: OPERATOR_KEY_TAG.value } });
     template.resourceCountIs('AWS::IAM::ManagedPolicy', 0);
   });
 
