@@ -10,6 +10,8 @@
  */
 import { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type * as sns from 'aws-cdk-lib/aws-sns';
 import * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
 import { Construct } from 'constructs';
 import { SERVICE_DEFAULTS } from '../defaults.js';
@@ -21,6 +23,8 @@ export interface DeploymentAlarmsProps {
   readonly namePrefix: string;
   /** Where the operator reads what each alarm means. */
   readonly runbook: string;
+  /** Where each alarm is sent too: a rollback is news even when the deployment-failed alert comes after it. */
+  readonly topic: sns.ITopic;
 }
 
 /** The group's label in an alarm's name: `primary`, then `alternate`. */
@@ -45,7 +49,9 @@ export class DeploymentAlarms extends Construct {
     const minutes = SERVICE_DEFAULTS.deploymentAlarmMinutes;
     const alarm = (constructId: string, name: string, description: string, metric: cloudwatch.MathExpression, threshold: number) => {
       this.alarmNames.push(name);
-      return this.newAlarm(constructId, name, description, metric, threshold, props.runbook);
+      const created = this.newAlarm(constructId, name, description, metric, threshold, props.runbook);
+      created.addAlarmAction(new actions.SnsAction(props.topic));
+      return created;
     };
 
     this.serverErrorRates = [];

@@ -73,7 +73,7 @@ export class ServiceMonitoring extends Construct {
     // The deployment alarms are named by these strings, not by alarm.alarmName (a reference to
     // the alarm), so the service does not depend on the alarms that read its target groups.
     const names = { serverErrors: `${prefix}-api-5xx`, unhealthyTargets: `${prefix}-api-unhealthy-targets`, p99Latency: `${prefix}-api-p99-latency` };
-    this.deploymentAlarms = new DeploymentAlarms(this, 'Deployment', { targetGroups, namePrefix: prefix, runbook: SERVICE_RUNBOOK.deploymentAlarms });
+    this.deploymentAlarms = new DeploymentAlarms(this, 'Deployment', { targetGroups, namePrefix: prefix, runbook: SERVICE_RUNBOOK.deploymentAlarms, topic: props.topic });
     /** One metric per target group, named tg0, tg1, ... for a math expression. */
     const perGroup = (metric: (g: elbv2.ApplicationTargetGroup) => cloudwatch.IMetric): Record<string, cloudwatch.IMetric> =>
       Object.fromEntries(targetGroups.map((g, i) => [`tg${i}`, metric(g)]));

@@ -80,6 +80,7 @@ describe('prod deploys', () => {
         for (const m of metrics.filter((x) => x.MetricStat)) expect(m.MetricStat!.Period).toBe(60);
         const expression = metrics.find((m) => m.Expression)!.Expression!;
         expect(expression).toContain(`FILL(requests, 0) >= ${SERVICE_DEFAULTS.deploymentMinRequestsPerMinute}`);
+        expect(alarm.AlarmActions, `${kind} ${label}`).toEqual([{ Ref: expect.stringMatching(/^AlertsTopic/) }]);
         expect(alarm).toMatchObject({ EvaluationPeriods: SERVICE_DEFAULTS.deploymentAlarmMinutes, DatapointsToAlarm: SERVICE_DEFAULTS.deploymentAlarmMinutes, TreatMissingData: 'notBreaching', ComparisonOperator: 'GreaterThanThreshold' });
       }
       const rateMetrics = Object.fromEntries((rate.Metrics as { Id: string; MetricStat?: { Metric: { MetricName: string } } }[]).filter((m) => m.MetricStat).map((m) => [m.Id, m.MetricStat!.Metric.MetricName]));
