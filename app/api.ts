@@ -13,8 +13,11 @@
 import express from 'express';
 import { authenticate } from './auth.js';
 import type { Config } from './config.js';
+import { requestDeadline } from './deadline.js';
+import { closeEarlyAnswers } from './early-answer.js';
 import type { Pool } from './db.js';
 import type { Logger } from './logger.js';
+import { rateLimit } from './rate-limit.js';
 import { accountsRouter } from './api/accounts.js';
 import { debugRouter } from './api/debug.js';
 import { errorHandler, notFound } from './api/errors.js';
@@ -31,7 +34,19 @@ import { usageRouter } from './api/usage.js';
 export interface ApiDeps {
   readonly pool: Pool;
   readonly logger: Logger;
-  readonly config: Pick<Config, 'BODY_LIMIT_BYTES' | 'ENABLE_DEBUG_ROUTES' | 'ADMIN_API_KEY'>;
+  readonly config: Pick<
+    Config,
+    | 'BODY_LIMIT_BYTES'
+    | 'ENABLE_DEBUG_ROUTES'
+    | 'ADMIN_API_KEY'
+    | 'EARLY_ANSWER_DRAIN_BYTES'
+    | 'EARLY_ANSWER_DRAIN_MS'
+    | 'REQUEST_DEADLINE_MS'
+    | 'RATE_LIMIT_REQUESTS'
+    | 'RATE_LIMIT_OPERATOR_REQUESTS'
+    | 'RATE_LIMIT_WINDOW_MS'
+    | 'RATE_LIMIT_KEYS'
+  >;
   /** True once shutdown has begun: /readyz answers 503 from then on. */
   readonly isDraining: () => boolean;
   /** Why this task should be replaced, or undefined (app/health.ts); /livez, the ALB's check, answers 503 with it. Default: draining only. */
@@ -44,6 +59,8 @@ export function createApi({ pool, logger, config, isDraining, liveness = () => (
   app.set('etag', false);
   const db = callerDb(pool);
 
+  // First: whoever answers before a request's body is in closes the connection after a bounded drain.
+  app.use(closeEarlyAnswers({ bytes: config.EARLY_ANSWER_DRAIN_BYTES, ms: config.EARLY_ANSWER_DRAIN_MS }));
   app.use(securityHeaders);
   // Open to anyone, and before the request id: no id, no log line, no cost. A method these
   // paths do not serve answers 405 to anyone too, since they need no key.
@@ -53,6 +70,9 @@ export function createApi({ pool, logger, config, isDraining, liveness = () => (
   app.use(requestId(logger));
   if (config.ENABLE_DEBUG_ROUTES) app.use(debugRouter(pool));
   app.use(authenticate(config.ADMIN_API_KEY));
+  app.use(rateLimit({ perKey: config.RATE_LIMIT_REQUESTS, operator: config.RATE_LIMIT_OPERATOR_REQUESTS, windowMs: config.RATE_LIMIT_WINDOW_MS, maxKeys: config.RATE_LIMIT_KEYS }));
+  // From here on the request holds database connections: the deadline can close them.
+  app.use(requestDeadline(config.REQUEST_DEADLINE_MS, logger));
   // After the key (an unknown one answers 401, as everywhere) and before the body is read.
   app.use(methodNotAllowed(KEYED_ROUTES));
   // The limits come after the key: an unknown key answers 401 before its body is read.

@@ -11,6 +11,7 @@
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import type { Pool } from './db.js';
+import { checkin, checkout, type Lease } from './deadline.js';
 import { UserError } from './errors.js';
 import { KEY_PATTERN, KEY_PREFIX, SHOWN_CHARS } from './key-format.js';
 import { OPERATOR, type Identity } from './tenancy.js';
@@ -70,10 +71,18 @@ export function authenticate(adminKey: string | undefined): (req: Request, res: 
  * gets 401 there too. A live key's account is kept on the identity; every later query still
  * checks the key, so a revocation in between is seen.
  */
-export async function keyIsLive(pool: Pool, identity: Identity | undefined): Promise<boolean> {
+export async function keyIsLive(pool: Pool, identity: Identity | undefined, lease?: Lease): Promise<boolean> {
   if (identity?.kind !== 'key' || identity.accountId !== undefined) return true;
-  const { rows } = await pool.query<{ account: string | null }>({ name: 'api-key-account', text: 'SELECT api_key_account($1)::text AS account', values: [identity.hash] });
-  const account = rows[0]!.account;
+  const client = await checkout(pool, lease);
+  let account: string | null;
+  try {
+    const { rows } = await client.query<{ account: string | null }>({ name: 'api-key-account', text: 'SELECT api_key_account($1)::text AS account', values: [identity.hash] });
+    account = rows[0]!.account;
+  } catch (err) {
+    checkin(client, lease, err as Error);
+    throw err;
+  }
+  checkin(client, lease);
   if (account === null) return false;
   identity.accountId = account;
   return true;

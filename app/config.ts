@@ -11,6 +11,7 @@ import {
   ALB_DEFAULT_IDLE_TIMEOUT_SECONDS,
   ECS_DEFAULT_STOP_TIMEOUT_SECONDS,
   keepAliveTimeoutMs,
+  REQUEST_DEADLINE_MS,
   shutdownTimeoutMs,
 } from '../lib/timing.js';
 import { DEFAULT_METRICS_NAMESPACE } from '../lib/metrics.js';
@@ -131,6 +132,27 @@ const schema = z.object({
   REQUEST_TIMEOUT_MS: int('(milliseconds)', 100, 3_600_000).default(30_000),
   /** Largest JSON body accepted, in bytes. */
   BODY_LIMIT_BYTES: int('(bytes)', 1, 10 * 1024 * 1024).default(100 * 1024),
+  /**
+   * After an answer given before the body has arrived (401, 403, 405, 413, 415, any error),
+   * the connection reads at most this many more bytes of it, then closes (app/early-answer.ts).
+   */
+  EARLY_ANSWER_DRAIN_BYTES: int('(bytes)', 0, 16 * 1024 * 1024).default(64 * 1024),
+  /** ...and stays open at most this long after that answer. */
+  EARLY_ANSWER_DRAIN_MS: int('(milliseconds)', 0, 60_000).default(1_000),
+  /**
+   * Every keyed request is answered within this long: past it, 503 DEADLINE_EXCEEDED with
+   * Retry-After, and its database connection is closed (app/deadline.ts). The stack derives it
+   * from the ALB's idle timeout (lib/timing.ts), so the task answers before the ALB gives up.
+   */
+  REQUEST_DEADLINE_MS: int('(milliseconds)', 100, 600_000).default(REQUEST_DEADLINE_MS),
+  /** Requests one account key may make per RATE_LIMIT_WINDOW_MS on one task; then 429 (app/rate-limit.ts). 0 turns the limit off. */
+  RATE_LIMIT_REQUESTS: int('(requests, 0 for no limit)', 0, 1_000_000_000).default(1_200),
+  /** The same for the operator (the admin key). */
+  RATE_LIMIT_OPERATOR_REQUESTS: int('(requests, 0 for no limit)', 0, 1_000_000_000).default(6_000),
+  /** The rate limit's window. */
+  RATE_LIMIT_WINDOW_MS: int('(milliseconds)', 1_000, 3_600_000).default(60_000),
+  /** Keys the in-task limiter counts at once; past it the oldest key's count is dropped, so its memory is bounded. */
+  RATE_LIMIT_KEYS: int('(keys)', 1, 10_000_000).default(10_000),
   /** The operator's API key (Bearer): at least 32 random-looking characters (app/admin-key.ts). In AWS, ECS injects it from Secrets Manager. Unset: only account keys work. */
   ADMIN_API_KEY: optional(adminApiKey),
   /** Turns on GET /debug/sleep, for the shutdown tests and benchmarks. Never in production. */
@@ -231,6 +253,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   if (c.HEADERS_TIMEOUT_MS > c.REQUEST_TIMEOUT_MS) {
     problems.push(`  HEADERS_TIMEOUT_MS=${c.HEADERS_TIMEOUT_MS}: accepts at most REQUEST_TIMEOUT_MS (${c.REQUEST_TIMEOUT_MS}), which covers the headers too`);
+  }
+  if (c.DB_POOL_WAIT_MS >= c.REQUEST_DEADLINE_MS) {
+    problems.push(`  DB_POOL_WAIT_MS=${c.DB_POOL_WAIT_MS}: accepts less than REQUEST_DEADLINE_MS (${c.REQUEST_DEADLINE_MS}), or a request waits for a connection past its deadline`);
   }
   if ((c.DB_LOGIN_ROLE === undefined) !== (c.DB_LOGIN_PASSWORD === undefined)) {
     const unset = c.DB_LOGIN_ROLE === undefined ? 'DB_LOGIN_ROLE' : 'DB_LOGIN_PASSWORD';

@@ -42,6 +42,8 @@ export type ErrorCode =
   | 'HEADERS_TOO_LARGE'
   | 'REQUEST_TIMEOUT'
   | 'UNAVAILABLE'
+  | 'DEADLINE_EXCEEDED'
+  | 'RATE_LIMITED'
   | 'INTERNAL';
 
 /** An error whose message is safe to show a user as it is; anything else is logged and hidden. */

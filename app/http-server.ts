@@ -90,6 +90,9 @@ export class DrainableServer {
         this.checkIdle();
       });
     });
+    // Node would send `100 Continue` before the app has seen the request; the app sends it
+    // itself once the key and the declared size are known good (app/early-answer.ts).
+    this.server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => this.server.emit('request', req, res));
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => refuseUnreadable(err, socket, this.sockets.get(socket)?.current, this.closing));
     this.server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
       const socket = req.socket;

@@ -14,6 +14,7 @@
  */
 import type pg from 'pg';
 import type { Pool } from './db.js';
+import { checkin, checkout, type Lease } from './deadline.js';
 
 /** The role the policies bind for an account; created by the security migration. */
 export const APP_ROLE = 'ecs_saas_app';
@@ -52,10 +53,10 @@ export type Queryable = Pick<pg.ClientBase, 'query'>;
 
 /**
  * Runs `fn` in one transaction under `identity`; commits when it resolves, rolls back when it
- * throws. BEGIN, the role and the identity go out in one round trip.
+ * throws. `lease`: the request's deadline (app/deadline.ts), which may close the connection. BEGIN, the role and the identity go out in one round trip.
  */
-export async function withIdentity<T>(pool: Pool, identity: Identity, fn: (db: Queryable) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
+export async function withIdentity<T>(pool: Pool, identity: Identity, fn: (db: Queryable) => Promise<T>, lease?: Lease): Promise<T> {
+  const client = await checkout(pool, lease);
   const known = preparedStatements(client);
   const { sql: identitySql, prepared } = identityStatement(identity, known);
   try {
@@ -64,22 +65,22 @@ export async function withIdentity<T>(pool: Pool, identity: Identity, fn: (db: Q
     resolveKey(identity, results.at(-1)!);
   } catch (err) {
     // A PREPARE in a failed batch may or may not have stuck: drop the connection rather than guess.
-    if (prepared.length > 0 && !known.has(prepared[0]!)) client.release(err as Error);
-    else await client.query('ROLLBACK').then(() => client.release(), (e: Error) => client.release(e));
+    if (prepared.length > 0 && !known.has(prepared[0]!)) checkin(client, lease, err as Error);
+    else await client.query('ROLLBACK').then(() => checkin(client, lease), (e: Error) => checkin(client, lease, e));
     throw err;
   }
   try {
     const result = await fn(client);
     await client.query('COMMIT');
-    client.release();
+    checkin(client, lease);
     return result;
   } catch (err) {
     try {
       await client.query('ROLLBACK');
-      client.release();
+      checkin(client, lease);
     } catch (rollbackErr) {
       // Still inside the transaction, or broken: never hand it to the next user.
-      client.release(rollbackErr as Error);
+      checkin(client, lease, rollbackErr as Error);
     }
     throw err;
   }
@@ -92,10 +93,10 @@ export async function withIdentity<T>(pool: Pool, identity: Identity, fn: (db: Q
  * with EXECUTE, so its plan, row-level policies included, is not made again on every
  * request; that protocol takes no parameters, so EXECUTE's arguments are quoted literals.
  */
-export async function queryAs<R extends pg.QueryResultRow>(pool: Pool, identity: Identity, sql: string, params: readonly unknown[]): Promise<R[]> {
+export async function queryAs<R extends pg.QueryResultRow>(pool: Pool, identity: Identity, sql: string, params: readonly unknown[], lease?: Lease): Promise<R[]> {
   let name = statementNames.get(sql);
   if (name === undefined) statementNames.set(sql, (name = `tenant_statement_${statementNames.size + 1}`));
-  const client = await pool.connect();
+  const client = await checkout(pool, lease);
   const known = preparedStatements(client);
   const { sql: identitySql, prepared } = identityStatement(identity, known);
   const prepare = known.has(name) ? '' : `PREPARE ${name} AS ${sql}; `;
@@ -105,12 +106,12 @@ export async function queryAs<R extends pg.QueryResultRow>(pool: Pool, identity:
     results = (await client.query(`${identitySql}; ${prepare}EXECUTE ${name}${args}`)) as unknown as pg.QueryResult<R>[];
   } catch (err) {
     // Whether the PREPAREs stuck is unknown: drop the connection rather than guess.
-    client.release(err as Error);
+    checkin(client, lease, err as Error);
     throw err;
   }
   prepared.forEach((n) => known.add(n));
   known.add(name);
-  client.release();
+  checkin(client, lease);
   resolveKey(identity, results[prepared.length]!);
   return results.at(-1)!.rows;
 }

@@ -45,3 +45,15 @@ export function shutdownTimeoutMs(stopTimeoutSeconds: number): number {
 export function keepAliveTimeoutMs(idleTimeoutSeconds: number): number {
   return idleTimeoutSeconds * 1_000 + KEEP_ALIVE_MARGIN_MS;
 }
+
+/**
+ * The API's per-request deadline by default (REQUEST_DEADLINE_MS): a few seconds, room for
+ * the default pool wait (2 s) and statement timeout (5 s), and far below the ALB's idle
+ * timeout, so a stalled request gets the task's 503 rather than the ALB's 504.
+ */
+export const REQUEST_DEADLINE_MS = 8_000;
+
+/** REQUEST_DEADLINE_MS behind an ALB whose idle timeout is `idleTimeoutSeconds`: the default, or less when the ALB gives up sooner. */
+export function requestDeadlineMs(idleTimeoutSeconds: number): number {
+  return Math.min(REQUEST_DEADLINE_MS, Math.max(100, idleTimeoutSeconds * 1_000 - KEEP_ALIVE_MARGIN_MS));
+}

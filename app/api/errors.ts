@@ -6,6 +6,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { keyIsLive, unauthorized } from '../auth.js';
 import type { Pool } from '../db.js';
+import { leaseOf } from '../deadline.js';
 import { dbTrouble, isPoolTimeout, type DbTrouble } from '../db-errors.js';
 import { UserError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -28,6 +29,8 @@ export const notFound: RequestHandler = (req) => {
 export function errorHandler(pool: Pool, logger: Logger) {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const answer = (e: UserError, cause: unknown) => {
+      // Answered already, by the deadline or by a 413 while the body parser still read: what failed after is moot.
+      if (res.writableEnded) return;
       if (e.code === 'UNAVAILABLE') {
         logger.warn({ requestId: res.locals.requestId, err: (cause as Error)?.message, method: req.method, path: req.path }, `request answered 503: ${e.message}`);
       } else if (e.status >= 500) {
@@ -43,8 +46,9 @@ export function errorHandler(pool: Pool, logger: Logger) {
     const e = toUserError(err);
     // An account key is checked by the request's first query; an answer that comes before
     // any (a 400, a 403, an unknown route) checks the key first, so a dead key always gets 401.
-    if (e.status >= 400 && e.status < 500 && e.status !== 401 && !res.headersSent) {
-      keyIsLive(pool, res.locals.identity).then(
+    // Not a 429: the rate limit is there to spare the database that query.
+    if (e.status >= 400 && e.status < 500 && e.status !== 401 && e.status !== 429 && !res.headersSent) {
+      keyIsLive(pool, res.locals.identity, leaseOf(res)).then(
         (live) => answer(live ? e : unauthorized('Invalid API key'), err),
         (checkErr: unknown) => answer(toUserError(checkErr), checkErr),
       );

@@ -5,22 +5,37 @@
  * raw bytes (app/api/json-bounds.ts: depth, element count, duplicate keys, inexact numbers, 400), and only then JSON.parse.
  * Requests without a body (GET, DELETE, a POST that sends none) skip all of it.
  */
+import contentType from 'content-type';
 import express, { type Request, type RequestHandler, type Response } from 'express';
+import { leaseOf } from '../deadline.js';
+import { continueBody } from '../early-answer.js';
 import { identityOf, keyIsLive, unauthorized } from '../auth.js';
 import type { Pool } from '../db.js';
 import { UserError } from '../errors.js';
 import { checkJsonShape } from './json-bounds.js';
 import { toUserError } from './errors.js';
 
-/** How long a connection cut off for its body's size may still drain before it is destroyed. */
-const CUT_OFF_LINGER_MS = 1_000;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+/** Charset names iconv-lite (body-parser's decoder) reads as UTF-8. */
+const UTF8 = new Set(['utf-8', 'utf8']);
+/** `charset=` outside a quoted string: a header naming it twice is ambiguous, whichever one a parser keeps. */
+const QUOTED = /"(?:[^"\\]|\\.)*"/g;
+const CHARSET_PARAM = /;\s*charset\s*=/gi;
+
 /**
- * JSON between systems is UTF-8 (RFC 8259, section 8.1), and the shape check reads UTF-8
- * bytes: body-parser would also decode UTF-16 and UTF-32, whose bytes that check cannot read
- * (a UTF-16 body nested 3,000 levels deep passed it).
+ * The body's charset as body-parser decodes it: the same parser (content-type, the version
+ * body-parser uses) reads the header, so the check and the decoder cannot disagree (a regular
+ * expression here once read `utf-8` inside a quoted parameter while the decoder read the
+ * UTF-16LE after it). Anything but UTF-8 is refused: JSON between systems is UTF-8 (RFC 8259,
+ * section 8.1), and the shape check (app/api/json-bounds.ts) reads UTF-8 bytes. No charset at
+ * all means UTF-8, as RFC 8259 defines no charset parameter for application/json.
  */
-const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
+export function bodyCharsetProblem(header: string): string | undefined {
+  if ((header.replace(QUOTED, '""').match(CHARSET_PARAM)?.length ?? 0) > 1) return 'Request body must name one charset, not several';
+  const charset = contentType.parse(header).parameters.charset?.toLowerCase();
+  if (charset === undefined || UTF8.has(charset)) return undefined;
+  return `Request body must be UTF-8 JSON, not charset=${charset.slice(0, 40)}`;
+}
 
 function hasBody(req: Request): boolean {
   return BODY_METHODS.has(req.method) && (req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0);
@@ -33,19 +48,18 @@ export function jsonBody(pool: Pool, limitBytes: number): RequestHandler {
       next();
       return;
     }
-    keyIsLive(pool, identityOf(res)).then((live) => {
+    keyIsLive(pool, identityOf(res), leaseOf(res)).then((live) => {
       if (!live) throw unauthorized('Invalid API key');
       if (!req.is('application/json')) {
         throw new UserError('UNSUPPORTED_MEDIA_TYPE', 'Request body must be JSON (Content-Type: application/json)', 415);
       }
-      const charset = CHARSET.exec(req.headers['content-type']!)?.[1]?.toLowerCase();
-      if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
-        throw new UserError('UNSUPPORTED_MEDIA_TYPE', `Request body must be UTF-8 JSON, not charset=${charset.slice(0, 40)}`, 415);
-      }
+      const charsetProblem = bodyCharsetProblem(req.headers['content-type']!);
+      if (charsetProblem !== undefined) throw new UserError('UNSUPPORTED_MEDIA_TYPE', charsetProblem, 415);
       if (Number(req.headers['content-length']) > limitBytes) {
-        tooLarge(req, res, limitBytes);
+        tooLarge(res, limitBytes);
         return;
       }
+      continueBody(req, res);
       // body-parser, past its limit, still reads the body to its end before it answers.
       // Counting the bytes as they come answers 413 as soon as they pass it.
       let seen = 0;
@@ -53,7 +67,7 @@ export function jsonBody(pool: Pool, limitBytes: number): RequestHandler {
         seen += chunk.length;
         if (seen <= limitBytes) return;
         req.off('data', count);
-        tooLarge(req, res, limitBytes);
+        tooLarge(res, limitBytes);
       };
       req.on('data', count);
       parseJson(req, res, next);
@@ -62,19 +76,11 @@ export function jsonBody(pool: Pool, limitBytes: number): RequestHandler {
 }
 
 /**
- * Answers 413 now and closes the connection: the rest of the body is never parsed. The socket
- * is ended after the answer (a FIN), what the client still sends is read and dropped so that
- * it can finish its upload and read the answer, and the socket is destroyed a moment later if
- * the client keeps sending. The answer does not say `Connection: close`: Node destroys a socket
- * the moment such an answer is out, and the bytes the client is still sending then meet a
- * reset, which fails its upload (EPIPE) and can discard the 413 it has not read yet.
+ * Answers 413 now: the rest of the body is never parsed, and the connection closes after a
+ * bounded drain (app/early-answer.ts).
  */
-function tooLarge(req: Request, res: Response, limit: number): void {
+function tooLarge(res: Response, limit: number): void {
   if (res.headersSent) return;
-  res.once('finish', () => {
-    req.socket.end();
-    setTimeout(() => req.socket.destroy(), CUT_OFF_LINGER_MS).unref();
-  });
   const e = toUserError({ type: 'entity.too.large', limit });
   res.status(e.status).json({ error: { code: e.code, message: e.message } });
 }

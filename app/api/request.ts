@@ -6,6 +6,7 @@ import type { Response } from 'express';
 import { z } from 'zod';
 import { identityOf } from '../auth.js';
 import type { Pool } from '../db.js';
+import { leaseOf } from '../deadline.js';
 import { UserError } from '../errors.js';
 import { OFFSET_RULE, YEAR_RULE, offsetInUse, sinceEpoch } from '../instants.js';
 import { queryAs, withIdentity, type Queryable } from '../tenancy.js';
@@ -154,8 +155,8 @@ export interface CallerDb {
 
 export function callerDb(pool: Pool): CallerDb {
   return {
-    as: (res, fn) => withIdentity(pool, identityOf(res), fn),
-    read: (res, sql, params) => queryAs<Record<string, any>>(pool, identityOf(res), sql, params),
+    as: (res, fn) => withIdentity(pool, identityOf(res), fn, leaseOf(res)),
+    read: (res, sql, params) => queryAs<Record<string, any>>(pool, identityOf(res), sql, params, leaseOf(res)),
   };
 }
 

@@ -3,7 +3,7 @@
  *
  * The three timing settings are explicit and validated, and the container's matching
  * numbers are derived from them (lib/timing.ts), so they cannot disagree:
- * stopTimeout → SHUTDOWN_TIMEOUT_MS, the ALB idle timeout → KEEP_ALIVE_TIMEOUT_MS, and the
+ * stopTimeout → SHUTDOWN_TIMEOUT_MS, the ALB idle timeout → KEEP_ALIVE_TIMEOUT_MS and REQUEST_DEADLINE_MS, and the
  * target group's deregistration delay, which ECS waits out before it sends SIGTERM.
  */
 import { Duration, Stack, Tags, Token, Validations } from 'aws-cdk-lib';
@@ -17,7 +17,7 @@ import { addAppTask, type AppRuntime } from './app-task.js';
 import { ApiDomain, validateApiDomainProps, type ApiDomainProps } from './https.js';
 import { CONTAINER, LIMITS, SERVICE_DEFAULTS } from '../defaults.js';
 import { FARGATE_SIZES, fargateMemoryChoices } from '../jobs.js';
-import { keepAliveTimeoutMs } from '../timing.js';
+import { keepAliveTimeoutMs, requestDeadlineMs } from '../timing.js';
 import { Problems, throwIfProblems } from './validation.js';
 import { acknowledgeCanary, addCanaryTargets, canaryServiceProps, TEST_LISTENER } from './canary-deploys.js';
 import { scaleOnRequestsPerTask } from './request-scaling.js';
@@ -144,6 +144,7 @@ export class WebService extends Construct {
       environment: {
         PORT: String(CONTAINER.port),
         KEEP_ALIVE_TIMEOUT_MS: String(keepAliveTimeoutMs(idleTimeout.toSeconds())),
+        REQUEST_DEADLINE_MS: String(requestDeadlineMs(idleTimeout.toSeconds())),
         ...(props.dbPoolMax === undefined ? {} : { DB_POOL_MAX: String(props.dbPoolMax) }),
       },
       secrets: { ADMIN_API_KEY: ecs.Secret.fromSecretsManager(this.adminApiKey) },
