@@ -16,8 +16,6 @@ import { checkJsonShape } from './json-bounds.js';
 import { toUserError } from './errors.js';
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
-/** Charset names iconv-lite (body-parser's decoder) reads as UTF-8. */
-const UTF8 = new Set(['utf-8', 'utf8']);
 /** `charset=` outside a quoted string: a header naming it twice is ambiguous, whichever one a parser keeps. */
 const QUOTED = /"(?:[^"\\]|\\.)*"/g;
 const CHARSET_PARAM = /;\s*charset\s*=/gi;
@@ -33,7 +31,7 @@ const CHARSET_PARAM = /;\s*charset\s*=/gi;
 export function bodyCharsetProblem(header: string): string | undefined {
   if ((header.replace(QUOTED, '""').match(CHARSET_PARAM)?.length ?? 0) > 1) return 'Request body must name one charset, not several';
   const charset = contentType.parse(header).parameters.charset?.toLowerCase();
-  if (charset === undefined || UTF8.has(charset)) return undefined;
+  if (charset === undefined || charset === 'utf-8') return undefined;
   return `Request body must be UTF-8 JSON, not charset=${charset.slice(0, 40)}`;
 }
 
