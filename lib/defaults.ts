@@ -164,12 +164,18 @@ export const STORAGE_DEFAULTS = {
   accessLogRetentionDays: 90,
 } as const;
 
-/** The optional AWS WAF web ACL in front of the load balancer (context `waf=true`). */
+/** The AWS WAF web ACL in front of the load balancer (context `waf`; on by default in prod). */
 export const WAF_DEFAULTS = {
   /** Requests one client IP may send in any 5 minutes (WAF's rate-based window) before it is blocked. */
   rateLimit: 2_000,
-  /** AWS WAF pricing: 5 USD per web ACL and 1 USD per rule (the rate rule and the managed rule group) a month... */
-  monthlyPriceUsd: 5 + 2 * 1,
+  /**
+   * Requests one API key (the Authorization header) may send in any 5 minutes across every
+   * task before it is blocked: 20 a second. The in-task limit (RATE_LIMIT_REQUESTS) is the
+   * backstop behind it.
+   */
+  keyRateLimit: 6_000,
+  /** AWS WAF pricing: 5 USD per web ACL and 1 USD per rule (the two rate rules and the managed rule group) a month... */
+  monthlyPriceUsd: 5 + 3 * 1,
   /** ...plus this per million requests inspected. */
   pricePerMillionRequestsUsd: 0.6,
 } as const;
@@ -202,6 +208,8 @@ export const STAGE_DEFAULTS = {
     retainData: false,
     /** Rolling deploys: the new tasks replace the old as soon as they pass the health check. */
     canaryDeploys: false,
+    /** No web ACL: its monthly price buys nothing on a stage no one outside uses. */
+    waf: false,
   },
   prod: {
     minCapacity: 2,
@@ -215,6 +223,8 @@ export const STAGE_DEFAULTS = {
     retainData: true,
     /** ECS canary deploys: a slice of traffic first, deployment alarms that roll back, old tasks kept through a bake time. */
     canaryDeploys: true,
+    /** The web ACL: rate limits per client IP and per API key at the edge, and AWS's common rule set. */
+    waf: true,
   },
 } as const satisfies Record<Stage, unknown>;
 

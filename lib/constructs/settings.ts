@@ -8,7 +8,7 @@
  */
 import { Duration, type Environment } from 'aws-cdk-lib';
 import type { Node } from 'constructs';
-import { DEFAULT_STAGE, LIMITS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STACK_DEFAULTS, STAGES, STORAGE_DEFAULTS, WAF_DEFAULTS, type Stage, type StageDefaults } from '../defaults.js';
+import { DEFAULT_STAGE, LIMITS, NETWORK_DEFAULTS, OBSERVABILITY_DEFAULTS, SERVICE_DEFAULTS, STACK_DEFAULTS, STAGE_DEFAULTS, STAGES, STORAGE_DEFAULTS, WAF_DEFAULTS, type Stage, type StageDefaults } from '../defaults.js';
 import type { JobDefinition } from '../jobs.js';
 import { validateBackendStackProps, type BackendStackProps } from './stack.js';
 import { JOBS_TABLE, Problems, throwIfAnyProblems } from './validation.js';
@@ -59,9 +59,10 @@ export const CONTEXT_SETTINGS = {
   retainData: staged('boolean', 'Keep the database (final snapshot and secret), the log group and the alert key when the stack is deleted or rolled back', 'retainData'),
   natGateways: staged('integer', `NAT gateways, 1 to ${NETWORK_DEFAULTS.maxAzs} (one per availability zone)`, 'natGateways'),
   logRetentionDays: staged('integer', 'Days the tasks\' logs are kept (a CloudWatch Logs value: 1, 3, 5, 7, 14, 30, 60, 90, ...)', 'logRetentionDays'),
-  waf: setting('boolean', `An AWS WAF web ACL on the load balancer: a per-IP rate limit and the AWS managed common rule set (about ${WAF_DEFAULTS.monthlyPriceUsd} USD a month plus ${WAF_DEFAULTS.pricePerMillionRequestsUsd} USD per million requests)`, false),
+  waf: staged('boolean', `An AWS WAF web ACL on the load balancer: rate limits per client IP and per API key, and the AWS managed common rule set (about ${WAF_DEFAULTS.monthlyPriceUsd} USD a month plus ${WAF_DEFAULTS.pricePerMillionRequestsUsd} USD per million requests)`, 'waf'),
   guard: setting('boolean', 'Adds the Control Tower guard rules to synth (what `npm run check:guard` does)'),
   wafRateLimit: setting('integer', 'Requests per client IP in any 5 minutes before WAF blocks it (with `waf`)', WAF_DEFAULTS.rateLimit),
+  wafKeyRateLimit: setting('integer', 'Requests per API key (the Authorization header) in any 5 minutes, across every task, before WAF blocks it (with `waf`)', WAF_DEFAULTS.keyRateLimit),
   logLevel: setting('string', 'LOG_LEVEL of every task', OBSERVABILITY_DEFAULTS.logLevel),
   metricsNamespace: setting('string', 'CloudWatch namespace of the job metrics (METRICS_NAMESPACE)', OBSERVABILITY_DEFAULTS.metricsNamespace),
   exportRetentionDays: setting('integer', 'Days an export is kept in the export bucket', STORAGE_DEFAULTS.exportRetentionDays),
@@ -152,7 +153,8 @@ export function settingsFromContext(node: Node, options: { readonly jobs?: reado
     stage,
     deletionProtection,
     retainData: bool('retainData'),
-    waf: bool('waf') ? { rateLimit: int('wafRateLimit') } : undefined,
+    // Unset, the stage decides (on in prod).
+    waf: (bool('waf') ?? STAGE_DEFAULTS[stage]?.waf) ? { rateLimit: int('wafRateLimit'), keyRateLimit: int('wafKeyRateLimit') } : false,
     jobs: options.jobs,
     service: {
       minCapacity: int('minCapacity'),

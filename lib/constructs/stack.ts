@@ -47,8 +47,8 @@ export interface BackendStackProps extends StackProps {
   readonly stage?: Stage;
   /** Deletion protection of the database and the load balancer. @default - the stage's (dev off, prod on) */
   readonly deletionProtection?: boolean;
-  /** An AWS WAF web ACL on the load balancer (rate limit and AWS's common rule set). @default - none, for its cost */
-  readonly waf?: Omit<ApiFirewallProps, 'loadBalancer'>;
+  /** An AWS WAF web ACL on the load balancer (rate limits per IP and per key, AWS's common rule set); false for none. @default - the stage's (dev none, prod on) */
+  readonly waf?: Omit<ApiFirewallProps, 'loadBalancer'> | false;
   /** Keep the database's snapshot and secret, the log group and the alert key when the stack goes. @default - the stage's (dev off, prod on) */
   readonly retainData?: boolean;
   /** The jobs table. @default JOBS from lib/jobs.ts */
@@ -91,6 +91,7 @@ export function withStageDefaults(props: BackendStackProps): BackendStackProps &
     retainData: props.retainData ?? d.retainData,
     natGateways: props.natGateways ?? d.natGateways,
     logRetentionDays: props.logRetentionDays ?? d.logRetentionDays,
+    waf: props.waf ?? (d.waf ? {} : false),
     service: { minCapacity: d.minCapacity, maxCapacity: d.maxCapacity, canaryDeploys: d.canaryDeploys, deletionProtection, ...given(props.service) },
     database: usesExistingDatabase
       ? props.database

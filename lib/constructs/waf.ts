@@ -1,7 +1,13 @@
 /**
- * An optional AWS WAF web ACL on the API's load balancer: a per-IP rate limit, then AWS's
- * managed common rule set (the OWASP-style checks). Off by default for its cost
- * (WAF_DEFAULTS.monthlyPriceUsd a month plus a price per million requests).
+ * The AWS WAF web ACL on the API's load balancer: a per-IP rate limit, a per-key rate limit
+ * (the Authorization header), then AWS's managed common rule set (the OWASP-style checks). On
+ * by default in prod, off in dev for its cost (WAF_DEFAULTS.monthlyPriceUsd a month plus a
+ * price per million requests).
+ *
+ * The per-key rule aggregates on the Authorization header after COMPRESS_WHITE_SPACE and
+ * LOWERCASE, so `Bearer k`, `bearer  k` and `BEARER k` count as one key: the server accepts
+ * all three. A request without the header is not counted by it (WAF skips requests that lack
+ * a custom key); the per-IP rule still counts it.
  */
 import { Stack } from 'aws-cdk-lib';
 import type * as elbv2 from 'aws-cdk-lib/aws-elasticloadbalancingv2';
@@ -15,6 +21,8 @@ export interface ApiFirewallProps {
   readonly loadBalancer: elbv2.IApplicationLoadBalancer;
   /** Requests one client IP may send in any 5 minutes before WAF blocks it. @default 2000 */
   readonly rateLimit?: number;
+  /** Requests one API key may send in any 5 minutes before WAF blocks it. @default 6000 */
+  readonly keyRateLimit?: number;
 }
 
 /** WAF's rate-based rules accept limits in this range. */
@@ -24,6 +32,7 @@ const RATE_LIMIT = { min: 10, max: 2_000_000_000 } as const;
 export function validateApiFirewallProps(props: Partial<ApiFirewallProps>): string[] {
   const problems = new Problems();
   problems.whole('wafRateLimit', props.rateLimit, RATE_LIMIT.min, RATE_LIMIT.max);
+  problems.whole('wafKeyRateLimit', props.keyRateLimit, RATE_LIMIT.min, RATE_LIMIT.max);
   return problems.list;
 }
 
@@ -54,8 +63,31 @@ export class ApiFirewall extends Construct {
           visibilityConfig: visibility('rate-limit'),
         },
         {
-          name: 'AwsCommonRuleSet',
+          name: 'RateLimitPerKey',
           priority: 1,
+          action: { block: {} },
+          statement: {
+            rateBasedStatement: {
+              limit: props.keyRateLimit ?? WAF_DEFAULTS.keyRateLimit,
+              aggregateKeyType: 'CUSTOM_KEYS',
+              customKeys: [
+                {
+                  header: {
+                    name: 'authorization',
+                    textTransformations: [
+                      { priority: 0, type: 'COMPRESS_WHITE_SPACE' },
+                      { priority: 1, type: 'LOWERCASE' },
+                    ],
+                  },
+                },
+              ],
+            },
+          },
+          visibilityConfig: visibility('key-rate-limit'),
+        },
+        {
+          name: 'AwsCommonRuleSet',
+          priority: 2,
           overrideAction: { none: {} },
           statement: { managedRuleGroupStatement: { vendorName: 'AWS', name: 'AWSManagedRulesCommonRuleSet' } },
           visibilityConfig: visibility('common-rules'),

@@ -94,18 +94,36 @@ describe('a first deploy', () => {
   });
 });
 
-describe('the optional web ACL', () => {
-  it('is off by default', () => {
+describe('the web ACL', () => {
+  it('is off by default in dev', () => {
     synth().template.resourceCountIs('AWS::WAFv2::WebACL', 0);
   });
 
-  it('puts a per-IP rate limit and AWS\'s common rule set in front of the load balancer', () => {
-    const { template } = synthStage({ waf: 'true', wafRateLimit: '500' });
+  it('is on by default in prod', () => {
+    const prod = (context: Record<string, unknown>) => settingsFromContext(newApp({ stage: 'prod', domainName: 'api.acme.io', hostedZoneId: 'Z0123456789ABCDEFGHIJ', hostedZoneName: 'acme.io', ...context }).node).props.waf;
+    expect(prod({})).toBeTypeOf('object');
+    expect(prod({ waf: false })).toBe(false);
+    expect(settingsFromContext(newApp({}).node).props.waf).toBe(false);
+  });
+
+  it('puts a per-IP and a per-key rate limit and AWS\'s common rule set in front of the load balancer', () => {
+    const { template } = synthStage({ waf: 'true', wafRateLimit: '500', wafKeyRateLimit: '300' });
     const acl = only(resources(template, 'AWS::WAFv2::WebACL'));
     expect(acl.Properties.Scope).toBe('REGIONAL');
     expect(acl.Properties.Rules).toEqual([
       expect.objectContaining({ Priority: 0, Action: { Block: {} }, Statement: { RateBasedStatement: { Limit: 500, AggregateKeyType: 'IP' } } }),
-      expect.objectContaining({ Priority: 1, Statement: { ManagedRuleGroupStatement: { VendorName: 'AWS', Name: 'AWSManagedRulesCommonRuleSet' } } }),
+      expect.objectContaining({
+        Priority: 1,
+        Action: { Block: {} },
+        Statement: {
+          RateBasedStatement: {
+            Limit: 300,
+            AggregateKeyType: 'CUSTOM_KEYS',
+            CustomKeys: [{ Header: { Name: 'authorization', TextTransformations: [{ Priority: 0, Type: 'COMPRESS_WHITE_SPACE' }, { Priority: 1, Type: 'LOWERCASE' }] } }],
+          },
+        },
+      }),
+      expect.objectContaining({ Priority: 2, Statement: { ManagedRuleGroupStatement: { VendorName: 'AWS', Name: 'AWSManagedRulesCommonRuleSet' } } }),
     ]);
     template.hasResourceProperties('AWS::WAFv2::WebACLAssociation', { ResourceArn: { Ref: Match.stringLikeRegexp('^ApiLoadBalancer') } });
   });
