@@ -28,7 +28,7 @@ interface Operation {
   readonly body?: z.ZodType;
   /** The success status and its body. */
   readonly ok: readonly [number, z.ZodType];
-  /** Further answers the route documents, beside 400/401/404/503. */
+  /** Further answers the route documents, beside 400/401/404/429/503. */
   readonly also?: readonly number[];
 }
 
@@ -69,7 +69,20 @@ export const KEYED_ROUTES: readonly RouteMethods[] = byPath(OPERATIONS);
 
 const STATUS_TEXT: Record<number, string> = {
   200: 'OK', 201: 'Created', 400: 'Invalid input, naming the field', 401: 'No key, or an unknown or revoked one', 403: 'Only the operator may',
-  404: 'Not found, or another tenant\'s', 409: 'Conflict', 413: 'Body over BODY_LIMIT_BYTES', 415: 'Not JSON', 422: 'Refused', 503: 'The database is busy or away; see Retry-After',
+  404: 'Not found, or another tenant\'s', 409: 'Conflict', 413: 'Body over BODY_LIMIT_BYTES', 415: 'Not UTF-8 JSON', 422: 'Refused',
+  429: 'Over the key\'s rate limit (RATE_LIMITED); see Retry-After and RateLimit', 503: 'The database is busy or away (UNAVAILABLE), or the request passed its deadline (DEADLINE_EXCEEDED); see Retry-After',
+};
+
+const header = (description: string, schema: Record<string, unknown>) => ({ description, schema });
+const retryAfter = header('Seconds to wait before retrying', { type: 'integer', minimum: 0 });
+/** Headers an error answer carries, by status. */
+const ERROR_HEADERS: Record<number, Record<string, unknown>> = {
+  429: {
+    'Retry-After': retryAfter,
+    'RateLimit-Policy': header('The quota per window (IETF draft-ietf-httpapi-ratelimit-headers): "per-key";q=<requests>;w=<seconds>', { type: 'string' }),
+    RateLimit: header('What is left of it: "per-key";r=<remaining>;t=<seconds until the window resets>', { type: 'string' }),
+  },
+  503: { 'Retry-After': retryAfter },
 };
 
 const schemaOf = (s: z.ZodType, io: 'input' | 'output') => {
@@ -83,11 +96,13 @@ function operationObject(op: Operation): Record<string, unknown> {
     ...Object.entries(op.params?.shape ?? {}).map(([name, s]) => ({ name, in: 'path', required: true, schema: schemaOf(s as z.ZodType, 'input') })),
     ...Object.entries(op.query?.shape ?? {}).map(([name, s]) => ({ name, in: 'query', required: false, schema: schemaOf(s as z.ZodType, 'input') })),
   ];
-  const errorCodes = [400, 401, 404, 503, ...(op.also ?? []).filter((c) => c >= 400)];
+  const errorCodes = [400, 401, 404, 429, 503, ...(op.also ?? []).filter((c) => c >= 400)];
   const successCodes = [op.ok[0], ...(op.also ?? []).filter((c) => c < 400)];
   const responses: Record<string, unknown> = {};
   for (const code of [...new Set(successCodes)].sort()) responses[String(code)] = { description: STATUS_TEXT[code], content: json(schemaOf(op.ok[1], 'output')) };
-  for (const code of [...new Set(errorCodes)].sort()) responses[String(code)] = { description: STATUS_TEXT[code], content: json({ $ref: '#/components/schemas/Error' }) };
+  for (const code of [...new Set(errorCodes)].sort()) {
+    responses[String(code)] = { description: STATUS_TEXT[code], ...(ERROR_HEADERS[code] ? { headers: ERROR_HEADERS[code] } : {}), content: json({ $ref: '#/components/schemas/Error' }) };
+  }
   return {
     operationId: `${op.method}${op.path.replace(/[{}]/g, '').replace(/\/(\w)/g, (_m, c: string) => c.toUpperCase()).replace(/-(\w)/g, (_m, c: string) => c.toUpperCase())}`,
     summary: op.summary,
