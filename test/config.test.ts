@@ -26,6 +26,13 @@ describe('configuration', () => {
     expect(() => loadConfig({ ...DB, HEADERS_TIMEOUT_MS: '40000' })).toThrow(/HEADERS_TIMEOUT_MS=40000: accepts at most REQUEST_TIMEOUT_MS \(30000\)/);
   });
 
+  it('bounds every request by REQUEST_DEADLINE_MS, longer than the wait for a connection, and rates per key', () => {
+    const c = loadConfig(DB);
+    expect([c.REQUEST_DEADLINE_MS, c.RATE_LIMIT_REQUESTS, c.RATE_LIMIT_WINDOW_MS, c.EARLY_ANSWER_DRAIN_BYTES, c.EARLY_ANSWER_DRAIN_MS]).toEqual([8_000, 1_200, 60_000, 65_536, 1_000]);
+    expect(() => loadConfig({ ...DB, REQUEST_DEADLINE_MS: '2000' })).toThrow(/DB_POOL_WAIT_MS=2000: accepts less than REQUEST_DEADLINE_MS \(2000\)/);
+    expect(() => loadConfig({ ...DB, RATE_LIMIT_WINDOW_MS: '10' })).toThrow(/RATE_LIMIT_WINDOW_MS="10": accepts 1000 to 3600000/);
+  });
+
   it('never echoes a password or a key in a configuration error', () => {
     const bad = () => loadConfig({ DATABASE_URL: 'mysql://app:hunter2@db.internal:3306/app', ADMIN_API_KEY: 'short-s3cret' });
     expect(bad).toThrow(/DATABASE_URL="mysql:\/\/app:\*\*\*@db.internal:3306\/app": accepts a postgres:\/\//);

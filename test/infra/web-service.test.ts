@@ -5,7 +5,7 @@ import * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CONTAINER, SERVICE_DEFAULTS, STAGE_DEFAULTS } from '../../lib/defaults.js';
-import { keepAliveTimeoutMs, shutdownTimeoutMs } from '../../lib/timing.js';
+import { keepAliveTimeoutMs, REQUEST_DEADLINE_MS, requestDeadlineMs, shutdownTimeoutMs } from '../../lib/timing.js';
 import { WebService, type WebServiceProps } from '../../lib/constructs/web-service.js';
 import { errorMessage, newApp, resources, synth, TEST_DOMAIN, type Synthesized } from './synth.js';
 
@@ -50,6 +50,15 @@ describe('web service, default settings', () => {
     expect(idle).toBe(SERVICE_DEFAULTS.albIdleTimeoutSeconds);
     expect(keepAlive).toBe(keepAliveTimeoutMs(idle));
     expect(keepAlive).toBeGreaterThan(idle * 1_000);
+  });
+
+  it('derives REQUEST_DEADLINE_MS from the ALB idle timeout: the task answers before the ALB gives up', () => {
+    const idle = Number(albAttributes(s.template)['idle_timeout.timeout_seconds']);
+    const deadline = Number(env(apiContainer(s.template)).REQUEST_DEADLINE_MS);
+    expect(deadline).toBe(requestDeadlineMs(idle));
+    expect(deadline).toBe(REQUEST_DEADLINE_MS);
+    expect(deadline).toBeLessThan(idle * 1_000);
+    expect(requestDeadlineMs(6)).toBe(1_000);
   });
 
   it('sets the target group deregistration delay explicitly, short of AWS\'s 300 s', () => {
