@@ -131,7 +131,15 @@ describe('a Postgres frozen with SIGSTOP', () => {
     await Promise.all(Array.from({ length: POOL_MAX }, () => timed(api.base, 'GET', '/accounts')));
     // Read while the backend lives: its parent is the postmaster.
     frozen = await pg.withClient(async (c) => postgresProcesses((await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid));
-    for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+    // The helper's own backend has exited by now.
+    frozen = frozen.filter((pid) => {
+      try {
+        process.kill(pid, 'SIGSTOP');
+        return true;
+      } catch {
+        return false;
+      }
+    });
     try {
       const stuck = Promise.all(Array.from({ length: POOL_MAX }, () => timed(api.base, 'GET', '/accounts/1')));
       const slowest = await slowestLivez(api.base, stuck);
