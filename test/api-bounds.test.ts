@@ -11,6 +11,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApi, type InProcessApi } from './helpers/api.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { earlyAnswerCases, flood, type Flooded } from './helpers/flood.js';
 
 const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
 const MADE_UP_KEY = `sbk_${'A'.repeat(43)}`;
@@ -56,66 +57,22 @@ async function newAccountKey(): Promise<{ id: string; key: string }> {
   return { id: account.body.id, key: key.body.key };
 }
 
-interface Flood {
-  /** The answer's head, as sent. */
-  head: string;
-  /** Bytes the server read on that socket. */
-  serverRead: number;
-  /** Bytes this client handed to its kernel before the connection closed. */
-  clientWrote: number;
-  closedAfterMs: number;
-}
-
-/** Sends `head` (declaring a huge body), then body bytes as fast as the socket takes them, until the server closes. */
-function flood(head: string, giveUpMs = 20_000): Promise<Flood> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(api.port, '127.0.0.1');
-    const chunk = Buffer.alloc(64 * 1024, 0x5b);
-    const t0 = Date.now();
-    const before = readOnClose.length;
-    let answer = '';
-    const giveUp = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`the server kept reading for ${giveUpMs} ms`));
-    }, giveUpMs);
-    const pump = () => {
-      while (socket.writable && socket.write(chunk));
-    };
-    socket.on('connect', () => {
-      socket.write(head);
-      pump();
-    });
-    socket.on('drain', pump);
-    socket.on('data', (d) => (answer += d.toString('latin1')));
-    socket.on('error', () => undefined);
-    socket.once('close', () => {
-      clearTimeout(giveUp);
-      const closedAfterMs = Date.now() - t0;
-      // The server's 'close' for the same socket may come a moment later.
-      const wait = () => {
-        if (readOnClose.length > before || Date.now() - t0 > closedAfterMs + 5_000) {
-          resolve({ head: answer.split('\r\n\r\n')[0]!, serverRead: readOnClose.at(-1)!, clientWrote: socket.bytesWritten, closedAfterMs });
-        } else setImmediate(wait);
-      };
-      wait();
-    });
-  });
+/** A flood (test/helpers/flood.ts), and the bytes the server's own socket read for it. */
+async function floodCounted(head: string): Promise<Flooded & { serverRead: number }> {
+  const before = readOnClose.length;
+  const r = await flood(api.port, head);
+  // The server's 'close' for the same socket may come a moment after the client's.
+  const t0 = Date.now();
+  while (readOnClose.length === before && Date.now() - t0 < 5_000) await new Promise((resolve) => setImmediate(resolve));
+  return { ...r, serverRead: readOnClose.at(-1)! };
 }
 
 /** Bytes the server may read beyond the drain bound: the headers, and what one socket read and the request's buffer already held. */
 const SLACK = 256 * 1024;
 
 describe('bytes: an answer before the body closes the connection', () => {
-  it.each([
-    ['no key', '401', `POST /accounts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n`],
-    ['a made-up key', '401', `POST /accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${MADE_UP_KEY}\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n`],
-    ['a method the path does not serve', '405', `PUT /accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_KEY}\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n`],
-    ['a body that is not JSON', '415', `POST /accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_KEY}\r\nContent-Type: text/plain\r\nContent-Length: 100000000000\r\n\r\n`],
-    ['a body over the limit, declared', '413', `POST /accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_KEY}\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n`],
-    ['a chunked body past the limit', '413', `POST /accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_KEY}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n7fffffff\r\n`],
-    ['the health check, with a body', '200', `GET /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000000\r\n\r\n`],
-  ])('%s: answers %s with Connection: close and reads at most EARLY_ANSWER_DRAIN_BYTES more', async (_name, status, head) => {
-    const r = await flood(head);
+  it.each(earlyAnswerCases(ADMIN_KEY))('%s: answers %s with Connection: close and reads at most EARLY_ANSWER_DRAIN_BYTES more', async (_name, status, head) => {
+    const r = await floodCounted(head);
     expect(r.head).toMatch(new RegExp(`^HTTP/1.1 ${status} `));
     expect(r.head).toMatch(/\r\nConnection: close\r\n/i);
     // Before: the server read and dropped the body until REQUEST_TIMEOUT_MS, 18.7 GB on one connection.
