@@ -14,7 +14,8 @@ import { DAY_MS } from '../../lib/time-zones.js';
 import { billAccounts, dayPeriod, type BillingPeriod } from '../billing.js';
 import { UserError } from '../errors.js';
 import type { Queryable } from '../tenancy.js';
-import { accountPath, accountRows, found, isoDay, page, pageOf, parse, requireAccount, type CallerDb } from './request.js';
+import { isoDay } from './dates.js';
+import { accountPath, accountRows, found, page, pageOf, pageRows, parse, requireAccount, type CallerDb } from './request.js';
 
 export const newInvoice = z.strictObject({ periodStart: isoDay });
 
@@ -37,7 +38,7 @@ export function invoicesRouter(db: CallerDb): Router {
   router.get('/accounts/:id/invoices', async (req, res) => {
     const { id: accountId } = parse(accountPath, req.params, 'path');
     const q = parse(page, req.query, 'query');
-    const rows = await accountRows(db, res, accountId, `SELECT ${INVOICE_COLUMNS} FROM invoices WHERE account_id = $1 AND id > $2 ORDER BY invoices.id LIMIT $3`, [accountId, q.after ?? '0', q.limit]);
+    const rows = await accountRows(db, res, accountId, `SELECT ${INVOICE_COLUMNS} FROM invoices WHERE account_id = $1 AND id > $2 ORDER BY invoices.id LIMIT $3`, [accountId, q.after ?? '0', pageRows(q.limit)]);
     res.json(pageOf(rows, q.limit));
   });
 
