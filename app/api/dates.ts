@@ -31,8 +31,8 @@ const OFFSET = `(?:Z|[+-](?:(?:0\\d|1[0-7]):[0-5]\\d|${MAX_OFFSET_HOURS}:00))`;
 export const DAY_PATTERN = new RegExp(`^${DAY}$`);
 export const DATE_TIME_PATTERN = new RegExp(`^${DAY}T${TIME}${OFFSET}$`);
 
-const DAY_MESSAGE = `must be a real calendar date YYYY-MM-DD in ${MIN_YEAR} or later`;
-const DATE_TIME_MESSAGE = `must be an ISO 8601 date-time on a real calendar date in ${MIN_YEAR} or later, with an offset (Z, or ±hh:mm up to ±${MAX_OFFSET_HOURS}:00)`;
+export const DAY_MESSAGE = `must be a real calendar date YYYY-MM-DD in ${MIN_YEAR} or later`;
+export const DATE_TIME_MESSAGE = `must be an ISO 8601 date-time on a real calendar date in ${MIN_YEAR} or later, with an offset (Z, or ±hh:mm up to ±${MAX_OFFSET_HOURS}:00)`;
 
 /** A date-time as the API takes it (`occurredAt`, `from`, `to`). */
 export const timestamp = z.string().regex(DATE_TIME_PATTERN, { message: DATE_TIME_MESSAGE }).meta({ format: 'date-time' });
