@@ -48,8 +48,10 @@ export function invoicesRouter(db: CallerDb): Router {
     const body = parse(newInvoice, req.body, 'body');
     const start = Date.parse(`${body.periodStart}T00:00:00Z`);
     // Compared as instants: the day after 9999-12-31 has no four-digit year to compare as text.
+    // A well-formed day the clock refuses is a 422, as usage ahead of the clock is: the
+    // document's schema accepts it, and a 400 would say the schema was broken.
     if (start + DAY_MS > Date.now()) {
-      throw new UserError('VALIDATION_FAILED', `Invalid body: periodStart ${body.periodStart} has not ended yet; only past days can be billed`, 400, { fields: [{ field: 'periodStart', message: 'must be a day that has ended (UTC)' }] });
+      throw new UserError('PERIOD_NOT_BILLABLE', `periodStart ${body.periodStart} has not ended yet (UTC); only past days can be billed`, 422, { field: 'periodStart' });
     }
     const period = dayPeriod(new Date(start));
     const { inserted, invoice } = await db.as(res, (c) => billOne(c, accountId, period));

@@ -25,16 +25,24 @@ export interface Operation {
   template: string;
   parameters: Parameter[];
   body?: Schema;
+  /** False when the body may be left out. */
+  bodyRequired: boolean;
   /** Documented statuses. */
   statuses: number[];
+  /** Each documented status's body schema, references resolved. */
+  responses: Record<number, Schema>;
 }
+
+/** A schema with its one level of `$ref` to #/components/schemas resolved. */
+const resolve = (doc: any, schema: any): Schema => (schema.$ref ? doc.components.schemas[schema.$ref.split('/').at(-1)] : schema);
 
 export function operationsOf(doc: any): Operation[] {
   const ops: Operation[] = [];
   for (const [template, item] of Object.entries<any>(doc.paths)) {
     for (const [method, op] of Object.entries<any>(item)) {
       if (!op.security || op.security.length === 0) continue;
-      ops.push({ method: method.toUpperCase(), template, parameters: op.parameters ?? [], body: op.requestBody?.content['application/json'].schema, statuses: Object.keys(op.responses).map(Number) });
+      const responses = Object.fromEntries(Object.entries<any>(op.responses).map(([status, r]) => [Number(status), resolve(doc, r.content['application/json'].schema)]));
+      ops.push({ method: method.toUpperCase(), template, parameters: op.parameters ?? [], body: op.requestBody?.content['application/json'].schema, bodyRequired: op.requestBody?.required ?? false, statuses: Object.keys(op.responses).map(Number), responses });
     }
   }
   return ops;
