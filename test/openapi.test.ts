@@ -10,7 +10,8 @@ import { validate } from '@readme/openapi-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApi } from '../app/api.js';
 import { openApiDocument } from '../app/api/openapi.js';
-import { OPENAPI_FILE, openApiText } from '../app/api/write-openapi.js';
+import { API_ERRORS } from '../app/errors.js';
+import { API_DOC, OPENAPI_FILE, openApiText, statusTable } from '../app/api/write-openapi.js';
 import { loadConfig } from '../app/config.js';
 import { createPool, type Pool } from '../app/db.js';
 import { DrainableServer } from '../app/http-server.js';
@@ -54,6 +55,22 @@ describe('the OpenAPI document', () => {
 
   it(`matches the committed ${OPENAPI_FILE} (npm run openapi rewrites it)`, () => {
     expect(readFileSync(OPENAPI_FILE, 'utf8')).toBe(openApiText());
+  });
+
+  it(`has its statuses and error codes by route in ${API_DOC}, as npm run openapi writes them`, () => {
+    expect(readFileSync(API_DOC, 'utf8')).toContain(statusTable());
+  });
+
+  it('declares every error code, the account states and the response headers', () => {
+    const doc = openApiDocument() as any;
+    expect(doc.components.schemas.Error.properties.error.properties.code.enum).toEqual(Object.keys(API_ERRORS));
+    expect(doc.paths['/accounts/{id}'].get.responses['200'].content['application/json'].schema.properties.status.enum).toEqual(['active', 'suspended', 'closed']);
+    expect(doc.paths['/accounts'].post.responses['201'].headers).toHaveProperty('Location');
+    expect(doc.paths['/accounts'].get.responses['401'].headers).toHaveProperty('WWW-Authenticate');
+    expect(doc.paths['/accounts'].get.responses['405'].headers).toHaveProperty('Allow');
+    expect(Object.keys(doc.paths['/accounts'].get.responses['429'].headers)).toEqual(expect.arrayContaining(['Retry-After', 'RateLimit', 'RateLimit-Policy']));
+    expect(doc.paths['/livez'].get.responses).toHaveProperty('503');
+    expect(doc.servers.length).toBeGreaterThan(0);
   });
 
   it('is served at GET /openapi.json with no key, while every API route asks for one', async () => {
