@@ -7,6 +7,7 @@
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApi } from '../app/api.js';
+import { ACCOUNT_STATUSES } from '../app/api/accounts.js';
 import { DATE_TIME_PATTERN, DAY_PATTERN, MIN_YEAR } from '../app/api/dates.js';
 import { openApiDocument } from '../app/api/openapi.js';
 import { loadConfig } from '../app/config.js';
@@ -94,6 +95,12 @@ describe('the document and the server at the edges', () => {
     ['limit 100', 'GET', '/accounts', 'limit=100', undefined, true],
     ['limit given twice', 'GET', '/accounts', 'limit=5&limit=6', undefined, false],
   ];
+
+  it("declares the account states the database's CHECK constraint allows", async () => {
+    const rows = await db.query<{ def: string }>(`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = 'accounts'::regclass AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%status%'`);
+    expect(rows).toHaveLength(1);
+    expect([...rows[0]!.def.matchAll(/'(\w+)'/g)].map((m) => m[1]).sort()).toEqual([...ACCOUNT_STATUSES].sort());
+  });
 
   it.each(CASES)('%s: both accept or both refuse', async (_what, method, template, query, body, accepted) => {
     const path = template.replace('{id}', account);
