@@ -94,6 +94,7 @@ describe('the document and the server at the edges', () => {
     ['limit 05', 'GET', '/accounts', 'limit=05', undefined, false],
     ['limit 100', 'GET', '/accounts', 'limit=100', undefined, true],
     ['limit given twice', 'GET', '/accounts', 'limit=5&limit=6', undefined, false],
+    ['a parameter the route does not take, twice and with a NUL', 'GET', '/accounts', 'colour=%00&colour=red', undefined, true],
   ];
 
   it("declares the account states the database's CHECK constraint allows", async () => {

@@ -52,7 +52,7 @@ export function parse<T extends z.ZodType>(schema: T, input: unknown, where: Whe
   if (where === 'body' && (input === undefined || input === null || typeof input !== 'object' || Array.isArray(input))) {
     throw new UserError('VALIDATION_FAILED', 'Request body must be a JSON object', 400);
   }
-  const bad = where === 'query' ? repeatedIn(input as Record<string, unknown>) ?? badTextAt(input) : badTextAt(input);
+  const bad = where === 'query' ? badQuery(schema, input as Record<string, unknown>) : badTextAt(input);
   if (bad !== undefined) {
     const field = bad.path.length ? bad.path.join('.') : where;
     throw new UserError('VALIDATION_FAILED', `Invalid ${where}: ${field}: ${bad.message}`, 400, { fields: [{ field, message: bad.message }] });
@@ -112,6 +112,16 @@ export function badTextAt(root: unknown): BadText | undefined {
     }
   }
   return undefined;
+}
+
+/**
+ * The first problem with a query's known parameters. Parameters the route does not take are
+ * ignored, whatever they hold: the OpenAPI document cannot forbid them, so a client that
+ * validates against it would send them.
+ */
+function badQuery(schema: z.ZodType, query: Record<string, unknown>): BadText | undefined {
+  const known = schema instanceof z.ZodObject ? Object.fromEntries(Object.keys(schema.shape).filter((k) => k in query).map((k) => [k, query[k]])) : query;
+  return repeatedIn(known) ?? badTextAt(known);
 }
 
 /** A query parameter given more than once (`?limit=5&limit=6` parses to an array): which one was meant is a guess. */

@@ -70,7 +70,9 @@ function valid(schema: Schema, name: string, world: World): fc.Arbitrary<unknown
   if (world.ids[name]) return fc.constantFrom(...world.ids[name]!);
   if (schema.type === 'integer') return fc.integer({ min: schema.minimum ?? 0, max: schema.maximum ?? 1_000_000 });
   if (schema.type === 'object') return record(schema, world);
-  if (schema.pattern) return fc.stringMatching(new RegExp(schema.pattern));
+  // Lengths count characters, as the document's minLength and maxLength do.
+  const fits = (s: string) => [...s].length >= (schema.minLength ?? 0) && [...s].length <= (schema.maxLength ?? Infinity);
+  if (schema.pattern) return fc.stringMatching(new RegExp(schema.pattern, 'u')).filter(fits);
   return fc.string({ minLength: schema.minLength ?? 0, maxLength: Math.min(schema.maxLength ?? 40, 40) }).filter((s) => s.trim().length >= (schema.minLength ?? 0));
 }
 
