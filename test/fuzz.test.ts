@@ -157,13 +157,18 @@ function checkAlways(req: Request, r: Answer): void {
  * account on its routes), a request the document refuses answers 400 and one it accepts
  * answers anything else; 413 and 415 judge
  * bytes and media types, which no schema holds. Every answer on the route the request was
- * meant for also has the body the document declares for its status.
+ * meant for also has the body and only the headers the document declares for its status.
  */
+/** Headers of HTTP itself, which OpenAPI does not declare. */
+const HTTP_HEADERS = new Set(['content-type', 'content-length', 'date', 'connection', 'keep-alive', 'transfer-encoding']);
+
 function checkContract(req: Request, r: Answer): void {
   if (pathParams(req.op, r.sent) === undefined) return;
   const what = `${req.caller} ${req.op.method} ${r.sent}?${req.query} ${(req.body ?? '').slice(0, 300)} ${req.mutated ?? 'valid'} -> ${r.status} ${r.text.slice(0, 300)}`;
   const answer = responseVerdict(req.op, r.status, r.body);
   expect(answer.accepts ? '' : answer.why, what).toBe('');
+  const undeclared = [...r.headers.keys()].filter((h) => !HTTP_HEADERS.has(h) && !(req.op.headers[r.status] ?? []).includes(h));
+  expect(undeclared, what).toEqual([]);
   // An account key meets 403 before validation on the operator's routes; a revoked key or none, 401.
   const judged = req.caller === 'operator' || ((req.caller === 'own' || req.caller === 'other') && !req.op.statuses.includes(403));
   if (!judged || r.status === 413 || r.status === 415) return;

@@ -37,6 +37,8 @@ const header = (description: string, schema: Record<string, unknown> = { type: '
 export const HEADERS = {
   'X-Request-Id': header("The request's id: the caller's X-Request-Id (up to 128 of letters, digits and . _ : ; = -), else the load balancer's X-Amzn-Trace-Id, else a new UUID; the access log carries it"),
   'Cache-Control': header('no-store: answers carry emails, usage, invoices and keys', { type: 'string', const: 'no-store' }),
+  'X-Content-Type-Options': header('nosniff, on every answer', { type: 'string', const: 'nosniff' }),
+  'Strict-Transport-Security': header('max-age=31536000, when the load balancer says the client came over HTTPS (X-Forwarded-Proto: https)'),
   Location: header('The path of the resource created'),
   'WWW-Authenticate': header('How to authenticate', { type: 'string', const: 'Bearer realm="api"' }),
   Allow: header('The methods this path serves, comma-separated'),
@@ -49,8 +51,11 @@ type HeaderName = keyof typeof HEADERS;
 
 /** The headers an answer of `status` carries, on a route that needs a key (`keyed`) or on an open one. */
 export function headersFor(status: number, keyed: boolean): HeaderName[] {
-  // 400, 408 and 431 for bytes Node cannot read are answered before any middleware runs.
-  const names: HeaderName[] = keyed && status !== 408 && status !== 431 ? ['X-Request-Id', 'Cache-Control'] : [];
+  const names: HeaderName[] = ['X-Content-Type-Options', 'Strict-Transport-Security'];
+  // 400, 408 and 431 for bytes Node cannot read are answered before any middleware runs, with no id.
+  const unreadable = status === 400 || status === 408 || status === 431;
+  if (keyed && status !== 408 && status !== 431) names.push('X-Request-Id');
+  if (keyed || unreadable) names.push('Cache-Control');
   if (status === 401) names.push('WWW-Authenticate');
   if (status === 405) names.push('Allow');
   if (status === 429) names.push('Retry-After', 'RateLimit', 'RateLimit-Policy');

@@ -128,10 +128,10 @@ export function openApiDocument(): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of OPERATIONS) (paths[op.path] ??= {})[op.method] = operationObject(op);
   for (const o of OPEN) {
-    const answers = Object.fromEntries(o.codes.map((c) => [String(c), { description: c === 200 ? 'OK' : 'Not live or not ready: the status says why', content: json(schemaOf(health, 'output')) }]));
+    const answers = Object.fromEntries(o.codes.map((c) => [String(c), { description: c === 200 ? 'OK' : 'Not live or not ready: the status says why', ...headerRefs(headersFor(c, false)), content: json(schemaOf(health, 'output')) }]));
     paths[o.path] = { get: openOperation(`get${o.path.slice(1, 2).toUpperCase()}${o.path.slice(2)}`, o.summary, answers) };
   }
-  paths['/openapi.json'] = { get: openOperation('getOpenApi', 'This document', { 200: { description: 'OK', content: json({ type: 'object' }) } }) };
+  paths['/openapi.json'] = { get: openOperation('getOpenApi', 'This document', { 200: { description: 'OK', ...headerRefs(headersFor(200, false)), content: json({ type: 'object' }) } }) };
   return {
     openapi: '3.1.0',
     info: {

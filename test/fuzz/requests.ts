@@ -31,6 +31,8 @@ export interface Operation {
   statuses: number[];
   /** Each documented status's body schema, references resolved. */
   responses: Record<number, Schema>;
+  /** Each documented status's headers, in lower case. */
+  headers: Record<number, string[]>;
 }
 
 /** A schema with its one level of `$ref` to #/components/schemas resolved. */
@@ -42,7 +44,8 @@ export function operationsOf(doc: any): Operation[] {
     for (const [method, op] of Object.entries<any>(item)) {
       if (!op.security || op.security.length === 0) continue;
       const responses = Object.fromEntries(Object.entries<any>(op.responses).map(([status, r]) => [Number(status), resolve(doc, r.content['application/json'].schema)]));
-      ops.push({ method: method.toUpperCase(), template, parameters: op.parameters ?? [], body: op.requestBody?.content['application/json'].schema, bodyRequired: op.requestBody?.required ?? false, statuses: Object.keys(op.responses).map(Number), responses });
+      const headers = Object.fromEntries(Object.entries<any>(op.responses).map(([status, r]) => [Number(status), Object.keys(r.headers ?? {}).map((h) => h.toLowerCase())]));
+      ops.push({ method: method.toUpperCase(), template, parameters: op.parameters ?? [], body: op.requestBody?.content['application/json'].schema, bodyRequired: op.requestBody?.required ?? false, statuses: Object.keys(op.responses).map(Number), responses, headers });
     }
   }
   return ops;
