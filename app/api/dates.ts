@@ -1,13 +1,11 @@
 /**
  * The API's dates, one rule for the server and the OpenAPI document: each is a regular
  * expression the document carries as its `pattern`, so a client's validator and the server
- * accept exactly the same strings (test/contract-differential.test.ts proves it).
+ * accept exactly the same strings (test/contract.test.ts and the fuzzer's differential check prove it).
  *
  * - A calendar day (`YYYY-MM-DD`) is a real one: no 2026-02-30, a 29 February in leap years only.
- * - Years are 1970 to 9999 as written: nothing was metered before, JavaScript's Date.UTC reads
- *   years 0-99 as 1900-1999, and Postgres has no year 0.
- * - A date-time has an offset, `Z` or `±hh:mm` up to ±18:00 (ISO 8601's range, as
- *   java.time's ZoneOffset and .NET's DateTimeOffset have it); no leap second; any number of
+ * - Years are 1970 to 9999 as written (app/instants.ts, the rules a job's scheduled time shares).
+ * - A date-time has an offset, `Z` or `±hh:mm` up to ±18:00 (app/instants.ts); no leap second; any number of
  *   fractional digits, of which the server keeps three: the rest are dropped, never rounded.
  *
  * The server converts every date-time to UTC, to the millisecond, before Postgres sees it
@@ -15,9 +13,8 @@
  * fractional digit (23:59:59.9999995 is the next day's midnight there).
  */
 import { z } from 'zod';
+import { MAX_OFFSET_HOURS, MIN_YEAR } from '../instants.js';
 
-export const MIN_YEAR = 1970;
-export const MAX_OFFSET_HOURS = 18;
 
 const YEAR = '(?:19[7-9]\\d|[2-9]\\d{3})';
 /** Leap years from 1970 on: divisible by 4 and not by 100, or by 400. */
