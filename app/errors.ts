@@ -21,30 +21,36 @@ export const EXIT = {
   unalerted: 4,
 } as const;
 
-export type ErrorCode =
-  | 'CONFIG_INVALID'
-  | 'USAGE'
-  | 'UNKNOWN_JOB'
-  | 'INVALID_JSON'
-  | 'VALIDATION_FAILED'
-  | 'BODY_TOO_LARGE'
-  | 'UNSUPPORTED_MEDIA_TYPE'
-  | 'UNAUTHORIZED'
-  | 'FORBIDDEN'
-  | 'NOT_FOUND'
-  | 'METHOD_NOT_ALLOWED'
-  | 'CONFLICT'
-  | 'IDEMPOTENCY_KEY_REUSED'
-  | 'USAGE_NOT_BILLABLE'
-  | 'PERIOD_NOT_BILLABLE'
-  | 'TOO_MANY_KEYS'
-  | 'BAD_REQUEST'
-  | 'HEADERS_TOO_LARGE'
-  | 'REQUEST_TIMEOUT'
-  | 'UNAVAILABLE'
-  | 'DEADLINE_EXCEEDED'
-  | 'RATE_LIMITED'
-  | 'INTERNAL';
+/**
+ * Every error code the HTTP API answers, with its status: the OpenAPI document's enum for
+ * `error.code` and docs/api.md's table are written from this.
+ */
+export const API_ERRORS = {
+  BAD_REQUEST: 400,
+  INVALID_JSON: 400,
+  VALIDATION_FAILED: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  REQUEST_TIMEOUT: 408,
+  CONFLICT: 409,
+  TOO_MANY_KEYS: 409,
+  BODY_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  IDEMPOTENCY_KEY_REUSED: 422,
+  PERIOD_NOT_BILLABLE: 422,
+  USAGE_NOT_BILLABLE: 422,
+  RATE_LIMITED: 429,
+  HEADERS_TOO_LARGE: 431,
+  INTERNAL: 500,
+  DEADLINE_EXCEEDED: 503,
+  UNAVAILABLE: 503,
+} as const;
+
+export type ApiErrorCode = keyof typeof API_ERRORS;
+/** The codes of start-up and command-line errors, which no HTTP answer carries. */
+export type ErrorCode = ApiErrorCode | 'CONFIG_INVALID' | 'USAGE' | 'UNKNOWN_JOB';
 
 /** An error whose message is safe to show a user as it is; anything else is logged and hidden. */
 export class UserError extends Error {

@@ -7,6 +7,7 @@
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApi } from '../app/api.js';
+import { DATE_TIME_MESSAGE, DAY_MESSAGE } from '../app/api/dates.js';
 import { MAX_JSON_DEPTH, MAX_JSON_ELEMENTS } from '../app/api/json-bounds.js';
 import { MAX_LIVE_KEYS } from '../app/api/keys.js';
 import { MAX_PAGE } from '../app/api/request.js';
@@ -124,33 +125,43 @@ describe('the key before the body', () => {
 });
 
 describe('dates', () => {
-  it('refuses UTC offsets past ±14:00, which Postgres refuses from 16:00 on', async () => {
+  it('takes UTC offsets up to ±18:00 and refuses any past them, with the same message for the body and the query', async () => {
     const a = await newAccount('2026-01-01');
-    for (const offset of ['+16:00', '-16:00', '+23:59', '-23:59', '+14:01']) {
+    for (const offset of ['+18:01', '-18:01', '+19:00', '+23:59', '-23:59']) {
       const r = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt: `2026-06-01T12:00:00${offset}` });
       expect(r.status, offset).toBe(400);
-      expect(r.body.error.message).toBe('Invalid body: occurredAt: must have a UTC offset between -14:00 and +14:00');
+      expect(r.body.error.message).toBe(`Invalid body: occurredAt: ${DATE_TIME_MESSAGE}`);
       expect((await call(a.key, 'GET', `/accounts/${a.id}/usage?from=${encodeURIComponent(`2026-06-01T12:00:00${offset}`)}`)).status).toBe(400);
     }
-    for (const offset of ['+14:00', '-12:00', '+05:45']) {
+    // Postgres refuses offsets from ±16:00 on: the server converts to UTC before it sees them.
+    for (const offset of ['+18:00', '-18:00', '+16:00', '+14:00', '-12:00', '+05:45']) {
       expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt: `2026-06-01T12:00:00${offset}` })).status, offset).toBe(201);
+      expect((await call(a.key, 'GET', `/accounts/${a.id}/usage?from=${encodeURIComponent(`2026-06-01T12:00:00${offset}`)}`)).status, offset).toBe(200);
+    }
+    const stored = await db.query<{ at: string }>(`SELECT to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI') AS at FROM usage WHERE account_id = $1 ORDER BY id LIMIT 2`, [a.id]);
+    expect(stored.map((r) => r.at)).toEqual(['2026-05-31T18:00', '2026-06-02T06:00']);
+  });
+
+  it('takes years from 1970 on as written, in any offset, and none before', async () => {
+    const a = await newAccount();
+    const from = (at: string) => call(a.key, 'GET', `/accounts/${a.id}/usage?from=${encodeURIComponent(at)}`);
+    for (const at of ['1970-01-01T00:00:00+18:00', '1970-01-01T00:00:00Z', '1970-01-01T00:00:00-01:00', '9999-12-31T23:59:59-18:00']) expect((await from(at)).status, at).toBe(200);
+    for (const at of ['1969-12-31T23:59:59.999Z', '1969-12-31T23:00:00-18:00']) {
+      const r = await from(at);
+      expect(r.status, at).toBe(400);
+      expect(r.body.error.message).toBe(`Invalid query: from: ${DATE_TIME_MESSAGE}`);
     }
   });
 
-  it('checks the 1970 bound after normalizing to UTC', async () => {
-    const a = await newAccount();
-    const r = await call(a.key, 'GET', `/accounts/${a.id}/usage?from=${encodeURIComponent('1970-01-01T00:00:00+01:00')}`);
-    expect(r.status).toBe(400);
-    expect(r.body.error.message).toBe('Invalid query: from: must be in 1970 or later (UTC)');
-    expect((await call(a.key, 'GET', `/accounts/${a.id}/usage?from=${encodeURIComponent('1970-01-01T00:00:00-01:00')}`)).status).toBe(200);
-    // The epoch itself, written in offsets from -14:00 to +14:00, is in; a millisecond earlier is out.
-    for (let hours = -14; hours <= 14; hours++) {
-      const offset = `${hours < 0 ? '-' : '+'}${String(Math.abs(hours)).padStart(2, '0')}:00`;
-      const local = (ms: number) => `${new Date(ms + hours * 3_600_000).toISOString().slice(0, 23)}${offset}`;
-      const from = (at: string) => call(a.key, 'GET', `/accounts/${a.id}/usage?from=${encodeURIComponent(at)}`);
-      expect((await from(local(0))).status, local(0)).toBe(200);
-      expect((await from(local(-1))).status, local(-1)).toBe(400);
-    }
+  it('drops fractional digits past the third, never rounding into the next day', async () => {
+    const a = await newAccount('2026-03-01');
+    expect((await admin('POST', `/accounts/${a.id}/invoices`, { periodStart: '2026-03-02' })).status).toBe(201);
+    // 23:59:59.9999995 rounds to the next midnight in Postgres; truncated, it is still the invoiced day.
+    const late = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt: '2026-03-02T23:59:59.9999995Z' });
+    expect(late).toMatchObject({ status: 409, body: { error: { code: 'CONFLICT' } } });
+    const kept = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt: '2026-03-01T23:59:59.9999995Z' });
+    expect(kept.status).toBe(201);
+    expect(kept.body.occurredAt).toBe('2026-03-01T23:59:59.999Z');
   });
 
   it('refuses usage dated before its account existed, or further ahead than the skew, with 422', async () => {
@@ -188,13 +199,15 @@ describe('billable dates', () => {
     for (const at of ['2026-06-30T23:59:60Z', '2026-13-01T00:00:00Z', '2026-06-01T12:00:00+15', '2026-06-01T12:00:00z']) {
       const r = await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 1, occurredAt: at });
       expect(r.status, at).toBe(400);
-      expect(r.body.error.details.fields, at).toEqual([{ field: 'occurredAt', message: 'Invalid ISO datetime' }]);
+      expect(r.body.error.details.fields, at).toEqual([{ field: 'occurredAt', message: DATE_TIME_MESSAGE }]);
     }
-    const day = await admin('POST', `/accounts/${a.id}/invoices`, { periodStart: '2026-3-01' });
-    expect(day.body.error.details.fields).toEqual([{ field: 'periodStart', message: 'must be a date YYYY-MM-DD' }]);
+    for (const periodStart of ['2026-3-01', '2026-02-29', '2100-02-29', '2026-04-31']) {
+      const day = await admin('POST', `/accounts/${a.id}/invoices`, { periodStart });
+      expect(day.body.error.details.fields, periodStart).toEqual([{ field: 'periodStart', message: DAY_MESSAGE }]);
+    }
   });
 
-  it('refuses to bill a day before the account existed (422) or one that has not ended, up to 9999-12-31 (400); nothing is stored', async () => {
+  it('refuses to bill a day before the account existed (422) or one that has not ended, up to 9999-12-31 (422 too); nothing is stored', async () => {
     const a = await newAccount('2026-03-01T12:00:00Z');
     const bill = (periodStart: string) => admin('POST', `/accounts/${a.id}/invoices`, { periodStart });
     for (const day of ['2026-02-28', '1970-01-01']) {
@@ -205,8 +218,7 @@ describe('billable dates', () => {
     const today = new Date().toISOString().slice(0, 10);
     for (const day of [today, '2099-01-01', '9999-12-31']) {
       const r = await bill(day);
-      expect(r.status, day).toBe(400);
-      expect(r.body.error.details.fields, day).toEqual([{ field: 'periodStart', message: 'must be a day that has ended (UTC)' }]);
+      expect(r, day).toMatchObject({ status: 422, body: { error: { code: 'PERIOD_NOT_BILLABLE', message: `periodStart ${day} has not ended yet (UTC); only past days can be billed`, details: { field: 'periodStart' } } } });
     }
     expect(await db.query('SELECT 1 FROM invoices WHERE account_id = $1', [a.id])).toHaveLength(0);
     expect((await bill('2026-03-01')).status).toBe(201);
@@ -306,6 +318,43 @@ describe('keys', () => {
     const r = await call(a.key, 'POST', `/accounts/${a.id}/api-keys`);
     expect(r).toMatchObject({ status: 403, body: { error: { code: 'FORBIDDEN' } } });
     expect(await db.query('SELECT 1 FROM api_keys WHERE account_id = $1', [a.id])).toHaveLength(1);
+  });
+});
+
+describe('the contract at its edges', () => {
+  it('stores a name as sent: one with whitespace at either end is refused, and its length counts characters', async () => {
+    for (const name of ['   ', ' Acme', 'Acme\n', ` ${'x'.repeat(200)}`, 'x'.repeat(201)]) {
+      const r = await admin('POST', '/accounts', { name, email: `name${++seq}@example.com` });
+      expect(r.status, JSON.stringify(name)).toBe(400);
+      expect(new Set(r.body.error.details.fields.map((f: { field: string }) => f.field)), JSON.stringify(name)).toEqual(new Set(['name']));
+    }
+    // 200 emoji are 200 characters (400 UTF-16 code units), as JSON Schema's maxLength counts them.
+    const emoji = await admin('POST', '/accounts', { name: '\u{1F600}'.repeat(200), email: `emoji${++seq}@example.com` });
+    expect(emoji.status).toBe(201);
+    expect(emoji.body.name).toBe('\u{1F600}'.repeat(200));
+    expect((await admin('POST', '/accounts', { name: 'A  b', email: `inner${++seq}@example.com` })).body.name).toBe('A  b');
+  });
+
+  it('refuses an unknown field when minting a key, as every route does; no body or an empty object mints', async () => {
+    const a = await newAccount();
+    const r = await admin('POST', `/accounts/${a.id}/api-keys`, { x: 1 });
+    expect(r).toMatchObject({ status: 400, body: { error: { code: 'VALIDATION_FAILED', details: { fields: [{ field: 'x', message: 'is not a known field' }] } } } });
+    expect((await admin('POST', `/accounts/${a.id}/api-keys`, [])).status).toBe(400);
+    expect((await admin('POST', `/accounts/${a.id}/api-keys`, {})).status).toBe(201);
+    expect(await db.query('SELECT 1 FROM api_keys WHERE account_id = $1', [a.id])).toHaveLength(2);
+  });
+
+  it('never answers an empty last page: a count that is a multiple of the limit ends with next null', async () => {
+    const a = await newAccount();
+    for (let i = 0; i < 4; i++) expect((await call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: i })).status).toBe(201);
+    const first = await call(a.key, 'GET', `/accounts/${a.id}/usage?limit=2`);
+    expect(first.body.items).toHaveLength(2);
+    expect(first.body.next).toBe(first.body.items[1].id);
+    const last = await call(a.key, 'GET', `/accounts/${a.id}/usage?limit=2&after=${first.body.next}`);
+    expect(last.body.items.map((u: { quantity: number }) => u.quantity)).toEqual([2, 3]);
+    expect(last.body.next).toBeNull();
+    const keys = await call(a.key, 'GET', `/accounts/${a.id}/api-keys?limit=1`);
+    expect(keys.body).toMatchObject({ items: [{ id: a.keyId }], next: null });
   });
 });
 

@@ -218,7 +218,7 @@ describe('usage and invoices', () => {
   it('refuses to bill a day that has not ended, or a malformed one', async () => {
     const today = new Date().toISOString().slice(0, 10);
     const r = await call('POST', `/accounts/${accountId}/invoices`, { periodStart: today });
-    expect(r.status).toBe(400);
+    expect(r.status).toBe(422);
     expect(r.body.error.message).toContain(`periodStart ${today} has not ended yet`);
     const bad = await call('POST', `/accounts/${accountId}/invoices`, { periodStart: '2026-02-30' });
     expect(bad.status).toBe(400);

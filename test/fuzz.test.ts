@@ -18,6 +18,7 @@ import { OPERATIONS } from '../app/api/openapi.js';
 import { openApiDocument } from '../app/api/openapi.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { startServer, type Proc } from './helpers/process.js';
+import { documentVerdict, pathParams, responseVerdict } from './fuzz/contract.js';
 import { mutatedRequest, operationsOf, validRequest, type Caller, type Request, type World } from './fuzz/requests.js';
 
 const ADMIN_KEY = 'fuzz-admin-key-0123456789abcdefghijklmnop';
@@ -34,7 +35,7 @@ let server: Proc & { url: string };
 const keys: Record<Caller, string | undefined> = { operator: ADMIN_KEY, own: undefined, other: undefined, revoked: undefined, none: undefined };
 let own: string;
 let other: string;
-const counts = { cases: 0, byStatus: new Map<number, number>() };
+const counts = { cases: 0, agreed: 0, byStatus: new Map<number, number>() };
 
 async function admin(method: string, path: string, body?: unknown): Promise<any> {
   const res = await fetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -68,7 +69,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  console.log(`fuzz: ${counts.cases} cases, statuses ${JSON.stringify(Object.fromEntries([...counts.byStatus].sort((x, y) => x[0] - y[0])))}, seed ${SEED}`);
+  console.log(`fuzz: ${counts.cases} cases (${counts.agreed} judged alike by the document and the server), statuses ${JSON.stringify(Object.fromEntries([...counts.byStatus].sort((x, y) => x[0] - y[0])))}, seed ${SEED}`);
   if (server) {
     expect((await fetch(`${server.url}/livez`)).status).toBe(200);
     server.kill('SIGTERM');
@@ -81,7 +82,9 @@ const invoiceIds: string[] = [];
 const ops = operationsOf(openApiDocument());
 const schemas = new Map(OPERATIONS.map((o) => [`${o.method.toUpperCase()} ${o.path}`, o.ok[1]]));
 
-async function send(req: Request): Promise<{ status: number; headers: Headers; body: any; text: string }> {
+type Answer = { status: number; headers: Headers; body: any; text: string; sent: string };
+
+async function send(req: Request): Promise<Answer> {
   let path = req.path;
   if (req.op.template === '/invoices/{id}' && !req.mutated?.startsWith('path')) path = `/invoices/${invoiceIds[Number(req.path.split('/')[2]) % invoiceIds.length]}`;
   const key = keys[req.caller];
@@ -103,7 +106,8 @@ async function send(req: Request): Promise<{ status: number; headers: Headers; b
     const live = await fetch(`${server.url}/livez`);
     expect(live.status, `/livez during the fuzz: ${await live.text()}`).toBe(200);
   }
-  return { status: res.status, headers: res.headers, body, text };
+  // The path as fetch sends it: `..` resolved, some characters escaped.
+  return { status: res.status, headers: res.headers, body, text, sent: new URL(`${server.url}${path}`).pathname };
 }
 
 /** Each operation's path as Express matches it: case-insensitive, an optional trailing slash, a parameter being one segment. */
@@ -123,7 +127,7 @@ function statusesFor(req: Request): readonly number[] {
 }
 
 /** The properties every answer must hold, whatever was sent. */
-function checkAlways(req: Request, r: Awaited<ReturnType<typeof send>>): void {
+function checkAlways(req: Request, r: Answer): void {
   const what = `${req.caller} ${req.op.method} ${req.path}?${req.query} ${req.mutated ?? 'valid'} -> ${r.status} ${r.text.slice(0, 300)}`;
   expect(r.status, what).toBeLessThan(500);
   // Whatever was sent, by whoever: the answer's status is one the document lists for the route it reached.
@@ -147,10 +151,37 @@ function checkAlways(req: Request, r: Awaited<ReturnType<typeof send>>): void {
   }
 }
 
+/**
+ * The differential check: the document (through ajv, test/fuzz/contract.ts) and the server
+ * judge the same input alike. For a caller the route lets in (the operator anywhere, an
+ * account on its routes), a request the document refuses answers 400 and one it accepts
+ * answers anything else; 413 and 415 judge
+ * bytes and media types, which no schema holds. Every answer on the route the request was
+ * meant for also has the body and only the headers the document declares for its status.
+ */
+/** Headers of HTTP itself, which OpenAPI does not declare. */
+const HTTP_HEADERS = new Set(['content-type', 'content-length', 'date', 'connection', 'keep-alive', 'transfer-encoding']);
+
+function checkContract(req: Request, r: Answer): void {
+  if (pathParams(req.op, r.sent) === undefined) return;
+  const what = `${req.caller} ${req.op.method} ${r.sent}?${req.query} ${(req.body ?? '').slice(0, 300)} ${req.mutated ?? 'valid'} -> ${r.status} ${r.text.slice(0, 300)}`;
+  const answer = responseVerdict(req.op, r.status, r.body);
+  expect(answer.accepts ? '' : answer.why, what).toBe('');
+  const undeclared = [...r.headers.keys()].filter((h) => !HTTP_HEADERS.has(h) && !(req.op.headers[r.status] ?? []).includes(h));
+  expect(undeclared, what).toEqual([]);
+  // An account key meets 403 before validation on the operator's routes; a revoked key or none, 401.
+  const judged = req.caller === 'operator' || ((req.caller === 'own' || req.caller === 'other') && !req.op.statuses.includes(403));
+  if (!judged || r.status === 413 || r.status === 415) return;
+  const verdict = documentVerdict(req.op, r.sent, req.query, req.body);
+  counts.agreed++;
+  expect(r.status === 400 ? 'server refuses' : 'server accepts', `${what}\n  the document ${verdict.accepts ? 'accepts' : `refuses: ${verdict.why}`}`).toBe(verdict.accepts ? 'server accepts' : 'server refuses');
+}
+
 describe('the fuzzer over every route', () => {
   test.prop([fc.constantFrom(...ops).chain((op) => validRequest(op, world))], params)('valid requests: documented statuses and bodies, no 5xx, no other tenant', async (req) => {
     const r = await send(req);
     checkAlways(req, r);
+    checkContract(req, r);
     const what = `${req.caller} ${req.op.method} ${req.path}?${req.query} ${req.body ?? ''} -> ${r.status} ${r.text.slice(0, 300)}`;
     if (req.caller === 'operator' || req.caller === 'own') {
       expect(req.op.statuses, what).toContain(r.status);
@@ -163,6 +194,8 @@ describe('the fuzzer over every route', () => {
   }, MINUTES > 0 ? MINUTES * 60_000 + 60_000 : 120_000);
 
   test.prop([fc.constantFrom(...ops).chain((op) => mutatedRequest(op, world))], params)('mutated requests: no 5xx, the error shape, no other tenant', async (req) => {
-    checkAlways(req, await send(req));
+    const r = await send(req);
+    checkAlways(req, r);
+    checkContract(req, r);
   }, MINUTES > 0 ? MINUTES * 60_000 + 60_000 : 120_000);
 });

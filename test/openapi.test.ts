@@ -3,13 +3,15 @@
  * (checked by @readme/openapi-parser), equal to the committed docs/openapi.json (run
  * `npm run openapi` after changing a schema), and served at GET /openapi.json with no key.
  */
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { validate } from '@readme/openapi-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApi } from '../app/api.js';
 import { openApiDocument } from '../app/api/openapi.js';
-import { OPENAPI_FILE, openApiText } from '../app/api/write-openapi.js';
+import { API_ERRORS } from '../app/errors.js';
+import { API_DOC, OPENAPI_FILE, openApiText, statusTable } from '../app/api/write-openapi.js';
 import { loadConfig } from '../app/config.js';
 import { createPool, type Pool } from '../app/db.js';
 import { DrainableServer } from '../app/http-server.js';
@@ -38,8 +40,37 @@ describe('the OpenAPI document', () => {
     expect(openApiDocument().openapi).toBe('3.1.0');
   });
 
+  it('passes Redocly\'s lint: recommended-strict, with each rule switched off in redocly.yaml given its reason', () => {
+    const lint = spawnSync(process.execPath, ['node_modules/@redocly/cli/bin/cli.js', 'lint', '--config', 'redocly.yaml', OPENAPI_FILE], {
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' },
+    });
+    expect(lint.status, `${lint.stdout}${lint.stderr}`).toBe(0);
+    const lines = readFileSync('redocly.yaml', 'utf8').split('\n');
+    const off = lines.flatMap((line, i) => (/:\s*off\s*$/.test(line) ? [{ rule: line.trim(), reason: lines[i - 1]?.trim() ?? '' }] : []));
+    expect(off.length).toBeGreaterThan(0);
+    for (const { rule, reason } of off) expect(reason, rule).toMatch(/^# .{20,}/);
+  }, 120_000);
+
   it(`matches the committed ${OPENAPI_FILE} (npm run openapi rewrites it)`, () => {
     expect(readFileSync(OPENAPI_FILE, 'utf8')).toBe(openApiText());
+  });
+
+  it(`has its statuses and error codes by route in ${API_DOC}, as npm run openapi writes them`, () => {
+    expect(readFileSync(API_DOC, 'utf8')).toContain(statusTable());
+  });
+
+  it('declares every error code, the account states and the response headers', () => {
+    const doc = openApiDocument() as any;
+    expect(doc.components.schemas.Error.properties.error.properties.code.enum).toEqual(Object.keys(API_ERRORS));
+    expect(doc.paths['/accounts/{id}'].get.responses['200'].content['application/json'].schema.properties.status.enum).toEqual(['active', 'suspended', 'closed']);
+    expect(doc.paths['/accounts'].post.responses['201'].headers).toHaveProperty('Location');
+    expect(doc.paths['/accounts'].get.responses['401'].headers).toHaveProperty('WWW-Authenticate');
+    expect(doc.paths['/accounts'].get.responses['405'].headers).toHaveProperty('Allow');
+    expect(Object.keys(doc.paths['/accounts'].get.responses['429'].headers)).toEqual(expect.arrayContaining(['Retry-After', 'RateLimit', 'RateLimit-Policy']));
+    expect(doc.paths['/livez'].get.responses).toHaveProperty('503');
+    expect(doc.servers.length).toBeGreaterThan(0);
   });
 
   it('is served at GET /openapi.json with no key, while every API route asks for one', async () => {

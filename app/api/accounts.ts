@@ -7,10 +7,14 @@ import { requireOperator } from '../auth.js';
 import { MAX_UNIT_PRICE_CENTS } from '../billing.js';
 import { UserError } from '../errors.js';
 import type { Queryable } from '../tenancy.js';
-import { accountPath, found, page, pageOf, parse, type CallerDb } from './request.js';
+import { trimmedText } from './text.js';
+import { accountPath, found, page, pageOf, pageRows, parse, type CallerDb } from './request.js';
+
+/** An account's states: the accounts table's CHECK constraint (app/migrations/) holds the same list. */
+export const ACCOUNT_STATUSES = ['active', 'suspended', 'closed'] as const;
 
 export const newAccount = z.strictObject({
-  name: z.string().trim().min(1).max(200),
+  name: trimmedText(1, 200),
   email: z.email().max(320),
   plan: z.enum(['free', 'standard', 'enterprise']).default('standard'),
   unitPriceCents: z.number().int().min(0).max(MAX_UNIT_PRICE_CENTS).default(1),
@@ -23,7 +27,7 @@ export const account = z.strictObject({
   name: z.string(),
   email: z.string(),
   plan: z.enum(['free', 'standard', 'enterprise']),
-  status: z.string(),
+  status: z.enum(ACCOUNT_STATUSES),
   unitPriceCents: z.number().int().min(0).max(MAX_UNIT_PRICE_CENTS).describe('an exact JSON integer, bounded by the input'),
   createdAt: timestampOut,
 });
@@ -41,7 +45,7 @@ export function accountsRouter(db: CallerDb): Router {
   const router = Router();
   router.get('/accounts', async (req, res) => {
     const q = parse(page, req.query, 'query');
-    const rows = await db.read(res, `SELECT ${ACCOUNT_COLUMNS} FROM accounts a WHERE a.id > $1 ORDER BY a.id LIMIT $2`, [q.after ?? '0', q.limit]);
+    const rows = await db.read(res, `SELECT ${ACCOUNT_COLUMNS} FROM accounts a WHERE a.id > $1 ORDER BY a.id LIMIT $2`, [q.after ?? '0', pageRows(q.limit)]);
     res.json(pageOf(rows as { id: string }[], q.limit));
   });
 

@@ -14,7 +14,8 @@ import { DAY_MS } from '../../lib/time-zones.js';
 import { billAccounts, dayPeriod, type BillingPeriod } from '../billing.js';
 import { UserError } from '../errors.js';
 import type { Queryable } from '../tenancy.js';
-import { accountPath, accountRows, found, isoDay, page, pageOf, parse, requireAccount, type CallerDb } from './request.js';
+import { isoDay } from './dates.js';
+import { accountPath, accountRows, found, page, pageOf, pageRows, parse, requireAccount, type CallerDb } from './request.js';
 
 export const newInvoice = z.strictObject({ periodStart: isoDay });
 
@@ -37,7 +38,7 @@ export function invoicesRouter(db: CallerDb): Router {
   router.get('/accounts/:id/invoices', async (req, res) => {
     const { id: accountId } = parse(accountPath, req.params, 'path');
     const q = parse(page, req.query, 'query');
-    const rows = await accountRows(db, res, accountId, `SELECT ${INVOICE_COLUMNS} FROM invoices WHERE account_id = $1 AND id > $2 ORDER BY invoices.id LIMIT $3`, [accountId, q.after ?? '0', q.limit]);
+    const rows = await accountRows(db, res, accountId, `SELECT ${INVOICE_COLUMNS} FROM invoices WHERE account_id = $1 AND id > $2 ORDER BY invoices.id LIMIT $3`, [accountId, q.after ?? '0', pageRows(q.limit)]);
     res.json(pageOf(rows, q.limit));
   });
 
@@ -47,8 +48,10 @@ export function invoicesRouter(db: CallerDb): Router {
     const body = parse(newInvoice, req.body, 'body');
     const start = Date.parse(`${body.periodStart}T00:00:00Z`);
     // Compared as instants: the day after 9999-12-31 has no four-digit year to compare as text.
+    // A well-formed day the clock refuses is a 422, as usage ahead of the clock is: the
+    // document's schema accepts it, and a 400 would say the schema was broken.
     if (start + DAY_MS > Date.now()) {
-      throw new UserError('VALIDATION_FAILED', `Invalid body: periodStart ${body.periodStart} has not ended yet; only past days can be billed`, 400, { fields: [{ field: 'periodStart', message: 'must be a day that has ended (UTC)' }] });
+      throw new UserError('PERIOD_NOT_BILLABLE', `periodStart ${body.periodStart} has not ended yet (UTC); only past days can be billed`, 422, { field: 'periodStart' });
     }
     const period = dayPeriod(new Date(start));
     const { inserted, invoice } = await db.as(res, (c) => billOne(c, accountId, period));

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { newApiKey, requireOperator } from '../auth.js';
 import { UserError } from '../errors.js';
 import type { Queryable } from '../tenancy.js';
-import { accountPath, accountRows, found, id, page, pageOf, parse, requireAccount, type CallerDb } from './request.js';
+import { accountPath, accountRows, found, id, page, pageOf, pageRows, parse, requireAccount, type CallerDb } from './request.js';
 
 /**
  * Live (unrevoked) keys per account: one per client or environment, plus one being rotated
@@ -20,6 +20,8 @@ import { accountPath, accountRows, found, id, page, pageOf, parse, requireAccoun
 export const MAX_LIVE_KEYS = 10;
 
 export const keyPath = z.object({ id, keyId: id });
+/** Minting takes no input: a body, when one is sent, is an empty object, and any field in it is refused as everywhere. */
+export const newKey = z.strictObject({});
 
 /** A key as listings show it: never the key itself. */
 export const apiKey = z.strictObject({
@@ -38,6 +40,7 @@ export function keysRouter(db: CallerDb): Router {
   router.post('/accounts/:id/api-keys', async (req, res) => {
     requireOperator(res, 'create API keys');
     const { id: accountId } = parse(accountPath, req.params, 'path');
+    if (req.body !== undefined) parse(newKey, req.body, 'body');
     const created = newApiKey();
     const row = await db.as(res, (c) => mintKey(c, accountId, created));
     res.status(201).location(`/accounts/${accountId}/api-keys/${row.id}`).json({ ...row, key: created.key });
@@ -46,7 +49,7 @@ export function keysRouter(db: CallerDb): Router {
   router.get('/accounts/:id/api-keys', async (req, res) => {
     const { id: accountId } = parse(accountPath, req.params, 'path');
     const q = parse(page, req.query, 'query');
-    const rows = await accountRows(db, res, accountId, `SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1 AND id > $2 ORDER BY api_keys.id LIMIT $3`, [accountId, q.after ?? '0', q.limit]);
+    const rows = await accountRows(db, res, accountId, `SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1 AND id > $2 ORDER BY api_keys.id LIMIT $3`, [accountId, q.after ?? '0', pageRows(q.limit)]);
     res.json(pageOf(rows, q.limit));
   });
 

@@ -1,5 +1,5 @@
 /**
- * What every resource router shares: the zod schemas of ids, pages and dates, `parse` (a 400
+ * What every resource router shares: the zod schemas of ids and pages (dates: app/api/dates.ts), `parse` (a 400
  * naming every bad field), the caller's database access, and the 404 for a missing row.
  */
 import type { Response } from 'express';
@@ -8,37 +8,11 @@ import { identityOf } from '../auth.js';
 import type { Pool } from '../db.js';
 import { leaseOf } from '../deadline.js';
 import { UserError } from '../errors.js';
-import { OFFSET_RULE, YEAR_RULE, offsetInUse, sinceEpoch } from '../instants.js';
 import { queryAs, withIdentity, type Queryable } from '../tenancy.js';
 
 export const MAX_PAGE = 100;
 
 export const id = z.string().regex(/^[1-9]\d{0,17}$/, { message: 'must be a positive whole number' });
-
-const yearMessage = { message: `must be ${YEAR_RULE}` };
-
-function offsetMinutes(v: string): number {
-  const m = /([+-])(\d{2}):(\d{2})$/.exec(v);
-  return m ? (m[1] === '-' ? -1 : 1) * (Number(m[2]) * 60 + Number(m[3])) : 0;
-}
-
-// zod runs every check, even after the format has failed: each check below passes a value that
-// failed an earlier one, so a bad value gets one message, the one that says what is wrong.
-const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
-const DAY = /^\d{4}-\d{2}-\d{2}$/;
-const atUtcMidnight = (v: string) => Date.parse(`${v}T00:00:00Z`);
-const realDay = (v: string) => !Number.isNaN(atUtcMidnight(v)) && new Date(atUtcMidnight(v)).toISOString().startsWith(v);
-
-export const timestamp = z.iso
-  .datetime({ offset: true })
-  .refine((v) => !DATE_TIME.test(v) || offsetInUse(offsetMinutes(v)), { message: `must have ${OFFSET_RULE}` })
-  .refine((v) => !DATE_TIME.test(v) || Number.isNaN(Date.parse(v)) || sinceEpoch(Date.parse(v)), yearMessage);
-
-export const isoDay = z
-  .string()
-  .regex(DAY, { message: 'must be a date YYYY-MM-DD' })
-  .refine((v) => !DAY.test(v) || realDay(v), { message: 'must be a real calendar date' })
-  .refine((v) => !DAY.test(v) || !realDay(v) || sinceEpoch(atUtcMidnight(v)), yearMessage);
 
 /**
  * A whole number in a query string, in plain decimal digits only: z.coerce.number() reads
@@ -60,9 +34,16 @@ export const page = z.object({
 });
 export const accountPath = z.object({ id });
 
-/** A page of rows, and the cursor of the next one (null on the last page). */
+/**
+ * A page's rows are read with `LIMIT limit + 1` (`pageRows`): the extra row, never answered,
+ * says whether a next page exists, so the last page is never an empty one.
+ */
+export const pageRows = (limit: number) => limit + 1;
+
+/** A page of at most `limit` rows, read with `pageRows(limit)`, and the cursor of the next one (null on the last page). */
 export function pageOf<T extends { id: string }>(rows: T[], limit: number): { items: T[]; next: string | null } {
-  return { items: rows, next: rows.length === limit ? rows.at(-1)!.id : null };
+  const items = rows.slice(0, limit);
+  return { items, next: rows.length > limit ? items.at(-1)!.id : null };
 }
 
 type Where = 'body' | 'query' | 'path';
@@ -72,7 +53,7 @@ export function parse<T extends z.ZodType>(schema: T, input: unknown, where: Whe
   if (where === 'body' && (input === undefined || input === null || typeof input !== 'object' || Array.isArray(input))) {
     throw new UserError('VALIDATION_FAILED', 'Request body must be a JSON object', 400);
   }
-  const bad = where === 'query' ? repeatedIn(input as Record<string, unknown>) ?? badTextAt(input) : badTextAt(input);
+  const bad = where === 'query' ? badQuery(schema, input as Record<string, unknown>) : badTextAt(input);
   if (bad !== undefined) {
     const field = bad.path.length ? bad.path.join('.') : where;
     throw new UserError('VALIDATION_FAILED', `Invalid ${where}: ${field}: ${bad.message}`, 400, { fields: [{ field, message: bad.message }] });
@@ -132,6 +113,16 @@ export function badTextAt(root: unknown): BadText | undefined {
     }
   }
   return undefined;
+}
+
+/**
+ * The first problem with a query's known parameters. Parameters the route does not take are
+ * ignored, whatever they hold: the OpenAPI document cannot forbid them, so a client that
+ * validates against it would send them.
+ */
+function badQuery(schema: z.ZodType, query: Record<string, unknown>): BadText | undefined {
+  const known = schema instanceof z.ZodObject ? Object.fromEntries(Object.keys(schema.shape).filter((k) => k in query).map((k) => [k, query[k]])) : query;
+  return repeatedIn(known) ?? badTextAt(known);
 }
 
 /** A query parameter given more than once (`?limit=5&limit=6` parses to an array): which one was meant is a guess. */

@@ -8,14 +8,16 @@
  * passes over suspended and closed accounts). A retry with the same idempotency key
  * answers the original row (200) when the payload is the same, and 422 when it differs
  * (Stripe's rule). occurredAt is kept to the millisecond, as it is answered: digits past the
- * third are dropped.
+ * third are dropped, before Postgres sees it (app/api/dates.ts).
  */
 import { Router } from 'express';
 import { z } from 'zod';
 import { MAX_USAGE_QUANTITY } from '../billing.js';
 import { UserError } from '../errors.js';
 import type { Queryable } from '../tenancy.js';
-import { accountPath, accountRows, page, pageOf, parse, requireAccount, timestamp, type CallerDb } from './request.js';
+import { instantMs, timestamp, utcInstant } from './dates.js';
+import { accountPath, accountRows, page, pageOf, pageRows, parse, requireAccount, type CallerDb } from './request.js';
+import { text } from './text.js';
 
 /**
  * How far ahead of the server's clock a usage event may be dated: the 5 minutes AWS allows
@@ -28,7 +30,7 @@ export const newUsage = z.strictObject({
   metric: z.string().regex(/^[a-z][a-z0-9_.]{0,63}$/, { message: 'must be lower-case letters, digits, "_" or ".", starting with a letter' }),
   quantity: z.number().int().min(0).max(MAX_USAGE_QUANTITY),
   occurredAt: timestamp.optional(),
-  idempotencyKey: z.string().min(1).max(200).optional(),
+  idempotencyKey: text(1, 200).optional(),
 });
 export const usageQuery = page.extend({ from: timestamp.optional(), to: timestamp.optional() });
 
@@ -62,7 +64,7 @@ export function usageRouter(db: CallerDb): Router {
       `SELECT ${USAGE_COLUMNS} FROM usage
        WHERE account_id = $1 AND id > $2 AND occurred_at >= coalesce($3::timestamptz, '-infinity') AND occurred_at < coalesce($4::timestamptz, 'infinity')
        ORDER BY usage.id LIMIT $5`,
-      [accountId, q.after ?? '0', q.from ?? null, q.to ?? null, q.limit],
+      [accountId, q.after ?? '0', q.from === undefined ? null : utcInstant(q.from), q.to === undefined ? null : utcInstant(q.to), pageRows(q.limit)],
     );
     res.json(pageOf(rows, q.limit));
   });
@@ -70,7 +72,7 @@ export function usageRouter(db: CallerDb): Router {
   router.post('/accounts/:id/usage', async (req, res) => {
     const { id: accountId } = parse(accountPath, req.params, 'path');
     const body = parse(newUsage, req.body, 'body');
-    if (body.occurredAt !== undefined && Date.parse(body.occurredAt) > Date.now() + MAX_FUTURE_SKEW_MS) {
+    if (body.occurredAt !== undefined && instantMs(body.occurredAt) > Date.now() + MAX_FUTURE_SKEW_MS) {
       throw notBillable(`occurredAt ${body.occurredAt} is more than ${MAX_FUTURE_SKEW_MS / 60_000} minutes ahead of the server's clock; report usage once it has happened`);
     }
     const { status, row } = await db.as(res, (c) => recordUsage(c, accountId, body));
@@ -87,24 +89,25 @@ async function recordUsage(db: Queryable, accountId: string, body: NewUsage): Pr
   // FOR SHARE: billing locks the account before it sums the day (app/billing.ts), so this
   // report either commits before that sum or sees the invoice below.
   const account = await requireAccount(db, accountId, 'FOR SHARE');
-  if (body.occurredAt !== undefined && Date.parse(body.occurredAt) < account.createdAt.getTime()) {
+  if (body.occurredAt !== undefined && instantMs(body.occurredAt) < account.createdAt.getTime()) {
     throw notBillable(`occurredAt ${body.occurredAt} is before account ${accountId} was created (${account.createdAt.toISOString()}); no invoice would count it`);
   }
   // Only active accounts are billed (app/billing.ts); a retry of an event stored while the
   // account was active still finds its row below.
+  const at = body.occurredAt === undefined ? null : utcInstant(body.occurredAt);
   const inserted = account.status !== 'active' ? { rows: [] } : await db.query(
     `INSERT INTO usage (account_id, metric, quantity, occurred_at, idempotency_key)
      SELECT $1, $2, $3, at, $5 FROM (SELECT date_trunc('milliseconds', coalesce($4::timestamptz, now())) AS at) t
      WHERE NOT EXISTS (SELECT 1 FROM invoices i WHERE i.account_id = $1 AND i.period_start = (t.at AT TIME ZONE 'UTC')::date)
      ON CONFLICT (account_id, idempotency_key) DO NOTHING RETURNING ${USAGE_COLUMNS}`,
-    [accountId, body.metric, body.quantity, body.occurredAt ?? null, body.idempotencyKey ?? null],
+    [accountId, body.metric, body.quantity, at, body.idempotencyKey ?? null],
   );
   if (inserted.rows.length > 0) return { status: 201, row: inserted.rows[0] };
   if (body.idempotencyKey !== undefined) {
     const { rows } = await db.query(
       `SELECT ${USAGE_COLUMNS}, (metric = $3 AND quantity = $4 AND ($5::timestamptz IS NULL OR date_trunc('milliseconds', occurred_at) = date_trunc('milliseconds', $5::timestamptz))) AS same
        FROM usage WHERE account_id = $1 AND idempotency_key = $2`,
-      [accountId, body.idempotencyKey, body.metric, body.quantity, body.occurredAt ?? null],
+      [accountId, body.idempotencyKey, body.metric, body.quantity, at],
     );
     if (rows[0]) {
       const { same, ...original } = rows[0];
@@ -117,6 +120,6 @@ async function recordUsage(db: Queryable, accountId: string, body: NewUsage): Pr
   if (account.status !== 'active') {
     throw new UserError('CONFLICT', `Account ${accountId} is ${account.status}; only active accounts are billed, so its usage is refused`, 409);
   }
-  const day = (body.occurredAt ? new Date(body.occurredAt) : new Date()).toISOString().slice(0, 10);
+  const day = (at ?? new Date().toISOString()).slice(0, 10);
   throw new UserError('CONFLICT', `Account ${accountId} is already invoiced for ${day} (UTC); usage for an invoiced day is refused`, 409, { field: 'occurredAt' });
 }

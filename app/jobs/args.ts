@@ -10,7 +10,7 @@
  * stdout empty.
  */
 import { UsageError } from '../errors.js';
-import { MIN_YEAR, OFFSET_RULE, offsetInUse, sinceEpoch } from '../instants.js';
+import { MIN_YEAR, OFFSET_RULE, offsetInUse } from '../instants.js';
 
 export const JOB_FLAGS = ['--scheduled-time <ISO-8601>', '--force'] as const;
 
@@ -29,7 +29,7 @@ const NOT_REAL = 'is not a real calendar date and time';
 
 /**
  * Reads an ISO-8601 time: `2025-01-02T00:15:00Z`, with a UTC offset in use, or a bare date
- * (`2025-01-02`, midnight UTC), in 1970 or later (UTC). A time without an offset is refused:
+ * (`2025-01-02`, midnight UTC), in 1970 or later as written. A time without an offset is refused:
  * it would mean a different run on every machine. The problem is in words for the user.
  */
 function readIsoTime(text: string): Reading {
@@ -49,7 +49,6 @@ function readIsoTime(text: string): Reading {
   if (!offsetInUse(offsetMin)) return { problem: `has the UTC offset ${zone}: it must have ${OFFSET_RULE}` };
   const ms = Math.floor(Number(`0.${frac ?? '0'}`) * 1_000);
   const time = new Date(Date.UTC(year, month - 1, day, hour, minute, second, ms) - offsetMin * 60_000);
-  if (!sinceEpoch(time.getTime())) return { problem: `is ${time.toISOString()} in UTC, before the year ${MIN_YEAR}` };
   return { time };
 }
 

@@ -25,16 +25,27 @@ export interface Operation {
   template: string;
   parameters: Parameter[];
   body?: Schema;
+  /** False when the body may be left out. */
+  bodyRequired: boolean;
   /** Documented statuses. */
   statuses: number[];
+  /** Each documented status's body schema, references resolved. */
+  responses: Record<number, Schema>;
+  /** Each documented status's headers, in lower case. */
+  headers: Record<number, string[]>;
 }
+
+/** A schema with its one level of `$ref` to #/components/schemas resolved. */
+const resolve = (doc: any, schema: any): Schema => (schema.$ref ? doc.components.schemas[schema.$ref.split('/').at(-1)] : schema);
 
 export function operationsOf(doc: any): Operation[] {
   const ops: Operation[] = [];
   for (const [template, item] of Object.entries<any>(doc.paths)) {
     for (const [method, op] of Object.entries<any>(item)) {
       if (!op.security || op.security.length === 0) continue;
-      ops.push({ method: method.toUpperCase(), template, parameters: op.parameters ?? [], body: op.requestBody?.content['application/json'].schema, statuses: Object.keys(op.responses).map(Number) });
+      const responses = Object.fromEntries(Object.entries<any>(op.responses).map(([status, r]) => [Number(status), resolve(doc, r.content['application/json'].schema)]));
+      const headers = Object.fromEntries(Object.entries<any>(op.responses).map(([status, r]) => [Number(status), Object.keys(r.headers ?? {}).map((h) => h.toLowerCase())]));
+      ops.push({ method: method.toUpperCase(), template, parameters: op.parameters ?? [], body: op.requestBody?.content['application/json'].schema, bodyRequired: op.requestBody?.required ?? false, statuses: Object.keys(op.responses).map(Number), responses, headers });
     }
   }
   return ops;
@@ -62,7 +73,9 @@ function valid(schema: Schema, name: string, world: World): fc.Arbitrary<unknown
   if (world.ids[name]) return fc.constantFrom(...world.ids[name]!);
   if (schema.type === 'integer') return fc.integer({ min: schema.minimum ?? 0, max: schema.maximum ?? 1_000_000 });
   if (schema.type === 'object') return record(schema, world);
-  if (schema.pattern) return fc.stringMatching(new RegExp(schema.pattern));
+  // Lengths count characters, as the document's minLength and maxLength do.
+  const fits = (s: string) => [...s].length >= (schema.minLength ?? 0) && [...s].length <= (schema.maxLength ?? Infinity);
+  if (schema.pattern) return fc.stringMatching(new RegExp(schema.pattern, 'u')).filter(fits);
   return fc.string({ minLength: schema.minLength ?? 0, maxLength: Math.min(schema.maxLength ?? 40, 40) }).filter((s) => s.trim().length >= (schema.minLength ?? 0));
 }
 

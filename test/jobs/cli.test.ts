@@ -77,18 +77,19 @@ describe('bad input', () => {
     expect(parseIsoTime(time)).toBeUndefined();
   });
 
-  it('refuses the times the API refuses: an offset beyond ±14:00, an instant before 1970 once its offset is applied', () => {
-    expect(parseIsoTime('2025-01-02T14:00:00+14:00')?.toISOString()).toBe('2025-01-02T00:00:00.000Z');
-    expect(parseIsoTime('2025-01-01T10:00:00-14:00')?.toISOString()).toBe('2025-01-02T00:00:00.000Z');
+  it('takes and refuses the times the API does: offsets to ±18:00, years from 1970 as written', () => {
+    expect(parseIsoTime('2025-01-02T18:00:00+18:00')?.toISOString()).toBe('2025-01-02T00:00:00.000Z');
+    expect(parseIsoTime('2025-01-01T06:00:00-18:00')?.toISOString()).toBe('2025-01-02T00:00:00.000Z');
     expect(parseIsoTime('1970-01-01T00:00:00Z')?.toISOString()).toBe('1970-01-01T00:00:00.000Z');
-    for (const bad of ['2025-01-02T00:00:00+14:01', '2025-01-02T00:00:00+23:59', '2025-01-02T00:00:00-1500', '1970-01-01T00:00:00+01:00']) {
+    expect(parseIsoTime('1970-01-01T00:00:00+01:00')?.toISOString()).toBe('1969-12-31T23:00:00.000Z');
+    for (const bad of ['2025-01-02T00:00:00+18:01', '2025-01-02T00:00:00+23:59', '2025-01-02T00:00:00-1900', '1969-12-31T23:00:00-02:00']) {
       expect(parseIsoTime(bad), bad).toBeUndefined();
     }
   });
 
   it.each([
-    ['2025-01-02T00:00:00+23:59', 'has the UTC offset +23:59: it must have a UTC offset between -14:00 and +14:00'],
-    ['1970-01-01T00:00:00+01:00', 'is 1969-12-31T23:00:00.000Z in UTC, before the year 1970'],
+    ['2025-01-02T00:00:00+23:59', 'has the UTC offset +23:59: it must have a UTC offset between -18:00 and +18:00'],
+    ['1969-12-31T23:00:00-02:00', 'is before the year 1970'],
   ])('%s exits 2 with the API\'s rule', async (time, problem) => {
     const r = await run(['billing-run', '--scheduled-time', time], NO_DB);
     expect(r.code).toBe(2);
