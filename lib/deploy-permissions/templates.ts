@@ -4,7 +4,7 @@
  * included. The deploy-permissions data and its test read exactly these.
  */
 import { readFileSync } from 'node:fs';
-import { App, Stack } from 'aws-cdk-lib';
+import { App, type CfnElement, Stack } from 'aws-cdk-lib';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
 import { settingsFromContext } from '../constructs/settings.js';
 import { BackendStack } from '../constructs/stack.js';
@@ -22,6 +22,8 @@ export interface DeployedTemplate {
   /** `EcsSaasBackend-prod` for the parent, `EcsSaasBackend-prod/<job>` for a nested stack. */
   readonly label: string;
   readonly resources: Readonly<Record<string, TemplateResource>>;
+  /** A nested stack's AWS::CloudFormation::Stack resource in the parent template. */
+  readonly nestedLogicalId?: string;
 }
 
 /** The context of each variant: `.ci/run`'s synth commands, plus every option that adds a resource type. */
@@ -44,7 +46,7 @@ export function deployedTemplates(): DeployedTemplate[] {
     const assembly = app.synth();
     const read = (s: Stack) => assembly.getStackArtifact(s.artifactId).template;
     const nested = [...stack.scheduledJobs.jobs.entries()].map(([job, j]) => ({
-      stackName, label: `${stackName}/${job}`,
+      stackName, label: `${stackName}/${job}`, nestedLogicalId: stack.getLogicalId(j.stack.nestedStackResource as CfnElement),
       resources: JSON.parse(readFileSync(`${assembly.directory}/${j.stack.templateFile}`, 'utf8')).Resources,
     }));
     return [{ stackName, label: stackName, resources: read(stack).Resources }, ...nested];
