@@ -45,8 +45,8 @@ export function generatedName(stackName: string, logicalId: string): string {
 }
 
 /** Resolves the intrinsics a template uses in ARNs; other values become a placeholder name. */
-class Resolver {
-  constructor(readonly template: DeployedTemplate, readonly stackName: string, private readonly parameters: Record<string, unknown>, private readonly parent?: Resolver) {}
+export class Resolver {
+  constructor(readonly template: DeployedTemplate, readonly stackName: string, private readonly parameters: Record<string, unknown> = {}, private readonly parent?: Resolver) {}
 
   resource(id: string): TemplateResource | undefined {
     return this.template.resources[id];
@@ -54,8 +54,40 @@ class Resolver {
 
   arnOf(id: string): string {
     const r = this.resource(id);
-    if (r?.Type === 'AWS::IAM::Role') return `arn:aws:iam::${ACCOUNT}:role/${this.roleName(id)}`;
-    return `arn:aws:unresolved:${REGION}:${ACCOUNT}:${generatedName(this.stackName, id)}`;
+    const name = generatedName(this.stackName, id);
+    const arn: Record<string, () => string> = {
+      'AWS::IAM::Role': () => `arn:aws:iam::${ACCOUNT}:role/${this.roleName(id)}`,
+      'AWS::Lambda::Function': () => `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${name}`,
+      'AWS::ECS::Cluster': () => `arn:aws:ecs:${REGION}:${ACCOUNT}:cluster/${name}`,
+      'AWS::ECS::TaskDefinition': () => `arn:aws:ecs:${REGION}:${ACCOUNT}:task-definition/${String(r?.Properties?.Family ?? name)}:1`,
+      'AWS::StepFunctions::StateMachine': () => `arn:aws:states:${REGION}:${ACCOUNT}:stateMachine:${name}`,
+      'AWS::Logs::LogGroup': () => `arn:aws:logs:${REGION}:${ACCOUNT}:log-group:${name}:*`,
+      'AWS::SecretsManager::Secret': () => `arn:aws:secretsmanager:${REGION}:${ACCOUNT}:secret:${name}-AbCdEf`,
+      'AWS::SecretsManager::SecretTargetAttachment': () => `arn:aws:secretsmanager:${REGION}:${ACCOUNT}:secret:${name}-AbCdEf`,
+    };
+    return arn[r?.Type ?? '']?.() ?? `arn:aws:unresolved:${REGION}:${ACCOUNT}:${name}`;
+  }
+
+  /** The stack's ARN, as `AWS::StackId` gives it. */
+  get stackId(): string {
+    return `arn:aws:cloudformation:${REGION}:${ACCOUNT}:stack/${this.stackName}/0a1b2c3d-0000-4000-8000-000000000000`;
+  }
+
+  /** The logical id of the one resource (of `type`, when given) whose id is `prefix` and the CDK's 8-digit hash. */
+  id(prefix: string, type?: string): string {
+    const ids = Object.entries(this.template.resources)
+      .filter(([id, r]) => new RegExp(`^${prefix}[0-9A-F]{8}$`).test(id) && (!type || r.Type === type)).map(([id]) => id);
+    if (ids.length !== 1) throw new Error(`${this.template.label}: ${ids.length} resources named ${prefix}<hash>, expected 1`);
+    return ids[0]!;
+  }
+
+  /** `value` with every intrinsic in it resolved: a policy document as IAM will read it. */
+  deep(value: unknown): unknown {
+    if (Array.isArray(value)) return value.map((v) => this.deep(v));
+    if (!value || typeof value !== 'object') return value;
+    const resolved = this.resolve(value);
+    if (resolved !== undefined) return resolved;
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, this.deep(v)]));
   }
 
   roleName(id: string): string {
@@ -69,7 +101,7 @@ class Resolver {
     const [[fn, arg]] = Object.entries(value) as [[string, any]];
     switch (fn) {
       case 'Ref': return this.ref(arg);
-      case 'Fn::GetAtt': return arg[1] === 'Arn' ? this.arnOf(arg[0]) : undefined;
+      case 'Fn::GetAtt': return arg[1] === 'Arn' ? this.arnOf(arg[0]) : arg[1] === 'DefaultSecurityGroup' ? 'sg-0123456789abcdef0' : undefined;
       case 'Fn::Join': {
         const parts = (arg[1] as unknown[]).map((p) => this.resolve(p) ?? 'unresolved');
         return parts.join(arg[0]);
@@ -91,11 +123,13 @@ class Resolver {
   }
 
   private ref(name: string): string | undefined {
-    const pseudo: Record<string, string> = { 'AWS::Partition': 'aws', 'AWS::AccountId': ACCOUNT, 'AWS::Region': REGION, 'AWS::URLSuffix': 'amazonaws.com', 'AWS::StackName': this.stackName };
+    const pseudo: Record<string, string> = { 'AWS::Partition': 'aws', 'AWS::AccountId': ACCOUNT, 'AWS::Region': REGION, 'AWS::URLSuffix': 'amazonaws.com', 'AWS::StackName': this.stackName, 'AWS::StackId': this.stackId };
     if (name in pseudo) return pseudo[name];
     if (name in this.parameters) return this.parent?.resolve(this.parameters[name]);
     const r = this.resource(name);
     if (r?.Type === 'AWS::IAM::Role') return this.roleName(name);
+    // Types whose Ref is their ARN.
+    if (['AWS::ECS::TaskDefinition', 'AWS::StepFunctions::StateMachine', 'AWS::SecretsManager::Secret', 'AWS::SecretsManager::SecretTargetAttachment'].includes(r?.Type ?? '')) return this.arnOf(name);
     return r ? generatedName(this.stackName, name) : undefined;
   }
 }
