@@ -3,11 +3,8 @@
  * (a wildcard that covered it becomes the list of the other actions it must still cover), or
  * without one entry of a statement's Action list.
  */
-import type { PolicyDocument, PolicyStatement } from './simulate.js';
+import { matches, type PolicyDocument, type PolicyStatement } from './policy.js';
 
-/** Whether an Action entry of a policy (`ecs:*`, `iam:PassRole`) covers `action`, as IAM matches them. */
-export const matches = (pattern: string, action: string) =>
-  new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replaceAll('*', '.*').replaceAll('?', '.')}$`, 'i').test(action);
 
 function withActions(s: PolicyStatement, actions: string[]): PolicyStatement[] {
   return actions.length === 0 ? [] : [{ ...s, Action: actions }];

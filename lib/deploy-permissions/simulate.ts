@@ -4,21 +4,10 @@
  * allow which statement should allow it.
  */
 import { runSimulation, runUnsafeSimulation, type Simulation } from '@cloud-copilot/iam-simulate';
-import { matches } from './policy-edits.js';
+import { matches, type PolicyDocument, type PolicyStatement } from './policy.js';
 import { ACCOUNT, type DeployRequest } from './requests.js';
 
-export interface PolicyStatement {
-  readonly Sid?: string;
-  readonly Effect: 'Allow' | 'Deny';
-  readonly Action: string | string[];
-  readonly Resource: string | string[];
-  readonly Condition?: Record<string, Record<string, string | string[]>>;
-  readonly Principal?: unknown;
-}
-export interface PolicyDocument {
-  readonly Version: string;
-  readonly Statement: PolicyStatement[];
-}
+export type { PolicyDocument, PolicyStatement } from './policy.js';
 
 /** The principal the requests come from: CloudFormation's execution role of the CDK bootstrap. */
 export const CFN_EXEC_ROLE = `arn:aws:iam::${ACCOUNT}:role/cdk-hnb659fds-cfn-exec-role-${ACCOUNT}-us-east-1`;

@@ -8,7 +8,8 @@
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { HANDLERS, readPermissions, type PermissionsData } from '../../lib/deploy-permissions/data.js';
-import { matches, withoutAction, withoutEntry } from '../../lib/deploy-permissions/policy-edits.js';
+import { matches } from '../../lib/deploy-permissions/policy.js';
+import { withoutAction, withoutEntry } from '../../lib/deploy-permissions/policy-edits.js';
 import { ACCOUNT, deployRequests, typesWithoutData, unknownActions, type DeployRequest } from '../../lib/deploy-permissions/requests.js';
 import { denials, KEY_POLICY_OF_THE_ACCOUNT, type PolicyDocument } from '../../lib/deploy-permissions/simulate.js';
 import { deployedTemplates, resourceTypes, type DeployedTemplate } from '../../lib/deploy-permissions/templates.js';
