@@ -5,7 +5,6 @@
  */
 import { matches, type PolicyDocument, type PolicyStatement } from './policy.js';
 
-
 function withActions(s: PolicyStatement, actions: string[]): PolicyStatement[] {
   return actions.length === 0 ? [] : [{ ...s, Action: actions }];
 }
