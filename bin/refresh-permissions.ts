@@ -27,6 +27,14 @@ if (!root || !existsSync(root)) {
 }
 const checkout = existsSync(path.join(root, SCHEMA_DIR));
 const git = (...args: string[]) => execFileSync('git', [checkout ? '-C' : '--git-dir', root, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+try {
+  git('cat-file', '-e', `HEAD:${SCHEMA_DIR}`);
+} catch {
+  if (!checkout) {
+    console.error(`${root} holds no ${SCHEMA_DIR}/ (neither a checkout nor a git directory of one)`);
+    process.exit(2);
+  }
+}
 const readSchema = (file: string): string | undefined => {
   try {
     return checkout ? readFileSync(path.join(root, SCHEMA_DIR, file), 'utf8') : git('show', `HEAD:${SCHEMA_DIR}/${file}`);

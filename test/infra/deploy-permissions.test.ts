@@ -37,6 +37,11 @@ describe('the resource permissions data', () => {
     expect(Object.keys(data.types).sort()).toEqual(resourceTypes(templates));
   });
 
+  it('names a type the data lacks', () => {
+    const { ['AWS::ECS::Service']: _, ...types } = data.types;
+    expect(typesWithoutData(templates, { ...data, types })).toEqual(['AWS::ECS::Service']);
+  });
+
   it('says where and when it was taken, and where each list comes from', () => {
     expect(data.schemas).toMatchObject({ repository: expect.stringMatching(/^https:\/\/github\.com\//), commit: expect.stringMatching(/^[0-9a-f]{40}$/), taken: expect.stringMatching(/^\d{4}-\d\d-\d\d$/) });
     for (const [type, entry] of Object.entries(data.types)) {
