@@ -57,6 +57,7 @@ export class Resolver {
     const name = generatedName(this.stackName, id);
     const arn: Record<string, () => string> = {
       'AWS::IAM::Role': () => `arn:aws:iam::${ACCOUNT}:role/${this.roleName(id)}`,
+      'AWS::IAM::OIDCProvider': () => `arn:aws:iam::${ACCOUNT}:oidc-provider/${String(r?.Properties?.Url).replace(/^https:\/\//, '')}`,
       'AWS::Lambda::Function': () => `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${name}`,
       'AWS::ECS::Cluster': () => `arn:aws:ecs:${REGION}:${ACCOUNT}:cluster/${name}`,
       'AWS::ECS::TaskDefinition': () => `arn:aws:ecs:${REGION}:${ACCOUNT}:task-definition/${String(r?.Properties?.Family ?? name)}:1`,
@@ -134,13 +135,16 @@ export class Resolver {
   }
 }
 
+const POLICY_DOCUMENT = /^(PolicyDocument|AssumeRolePolicyDocument|KeyPolicy|Policies)$/;
+
 /** Every role ARN `value` names, however deep. */
 function rolesNamed(value: unknown, resolver: Resolver, found = new Set<string>()): Set<string> {
   if (Array.isArray(value)) value.forEach((v) => rolesNamed(v, resolver, found));
   else if (value && typeof value === 'object') {
     const resolved = resolver.resolve(value);
     if (resolved !== undefined && ROLE_ARN.test(resolved)) found.add(resolved);
-    else Object.values(value).forEach((v) => rolesNamed(v, resolver, found));
+    // A policy document names roles as principals or resources, never as roles handed over.
+    else Object.entries(value).filter(([k]) => !POLICY_DOCUMENT.test(k)).forEach(([, v]) => rolesNamed(v, resolver, found));
   } else if (typeof value === 'string' && ROLE_ARN.test(value)) found.add(value);
   return found;
 }
@@ -175,6 +179,8 @@ async function requestsOf(logicalId: string, r: TemplateResource, resolver: Reso
         const passed: Record<string, string> = action === 'iam:PassRole' ? { 'iam:PassedToService': resolver.trustedService(role) ?? 'unknown' } : {};
         out.push({ ...base, resource: role, context: passed });
       }
+    } else if (/^iam:\w*OpenIDConnectProvider\w*$/.test(action) && r.Type === 'AWS::IAM::OIDCProvider') {
+      out.push({ ...base, resource: resolver.arnOf(logicalId), context: {} });
     } else if (action.startsWith('iam:') && /(User|Group)/.test(action)) {
       // On users or groups: the stack has none, so no such call is made.
     } else {

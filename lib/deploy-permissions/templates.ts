@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { App, type CfnElement, Stack } from 'aws-cdk-lib';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
+import { DeployRoleStack } from '../constructs/deploy-role.js';
 import { settingsFromContext } from '../constructs/settings.js';
 import { BackendStack } from '../constructs/stack.js';
 
@@ -37,8 +38,21 @@ const CDK_CONTEXT = JSON.parse(readFileSync(new URL('../../cdk.json', import.met
 // The image is ECR's either way; a registry image only skips staging the Docker context.
 const IMAGE = ecs.ContainerImage.fromRegistry('public.ecr.aws/docker/library/node:24');
 
-/** The templates of every variant: each parent stack, then its nested stacks. */
+/**
+ * The templates of every variant: each parent stack, then its nested stacks; and the GitHub
+ * deploy roles' own stacks (bin/deploy-role.ts), which the same bootstrap deploys.
+ */
 export function deployedTemplates(): DeployedTemplate[] {
+  return [...backendTemplates(), ...(['dev', 'prod'] as const).map(deployRoleTemplate)];
+}
+
+function deployRoleTemplate(stage: 'dev' | 'prod'): DeployedTemplate {
+  const app = new App({ analyticsReporting: true, builtinCloudFormationValidation: false });
+  const stack = new DeployRoleStack(app, `EcsSaasBackend-${stage}-deploy-role`, { githubRepo: 'acme/backend', stage });
+  return { stackName: stack.stackName, label: stack.stackName, ...parts(app.synth().getStackArtifact(stack.artifactId).template) };
+}
+
+function backendTemplates(): DeployedTemplate[] {
   return VARIANTS.flatMap((context) => {
     // analyticsReporting: the CLI's templates carry AWS::CDK::Metadata, so these do too.
     const app = new App({ context: { ...CDK_CONTEXT, ...context }, analyticsReporting: true, builtinCloudFormationValidation: false });

@@ -13,6 +13,8 @@ const POLICY = JSON.parse(readFileSync(path.join(REPO_ROOT, 'deploy/bootstrap-ex
 };
 const statement = (sid: string) => POLICY.Statement.find((s) => s.Sid === sid)!;
 const STACK_ROLES = 'arn:aws:iam::*:role/EcsSaasBackend-*';
+/** The deploy roles' stacks (bin/deploy-role.ts) create GitHub's OIDC provider, and no other. */
+const GITHUB_OIDC_PROVIDER = 'arn:aws:iam::*:oidc-provider/token.actions.githubusercontent.com';
 
 describe('the bootstrap execution policy', () => {
   it('lets IAM touch only the stacks\' own roles, attach only the managed policies they use, and pass them only to their services', () => {
@@ -21,7 +23,7 @@ describe('the bootstrap execution policy', () => {
       const unconditionedStar = s.Resource === '*' && !s.Condition;
       // The one read of the whole account: RDS's handler lists roles.
       if (unconditionedStar) expect([s.Action].flat(), s.Sid).toEqual(['iam:ListRoles']);
-      else expect([STACK_ROLES, '*', expect.stringMatching(/^arn:aws:iam::\*:role\/aws-service-role\//)], s.Sid).toContainEqual(s.Resource);
+      else expect([STACK_ROLES, '*', GITHUB_OIDC_PROVIDER, expect.stringMatching(/^arn:aws:iam::\*:role\/aws-service-role\//)], s.Sid).toContainEqual(s.Resource);
     }
     const attach = statement('OnlyTheManagedPoliciesTheStacksAttach');
     expect(attach).toMatchObject({ Action: ['iam:AttachRolePolicy', 'iam:DetachRolePolicy'], Resource: STACK_ROLES });
