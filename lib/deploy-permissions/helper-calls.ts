@@ -24,6 +24,7 @@ export interface Helper {
 const arn = (t: Resolver, id: string, type?: string) => t.arnOf(t.id(id, type));
 const CLUSTER = 'AWS::ECS::Cluster';
 const ecsTasks = { 'iam:PassedToService': 'ecs-tasks.amazonaws.com' };
+const migrationsTask = (t: Resolver) => `arn:aws:ecs:${REGION}:${ACCOUNT}:task/${t.resolve({ Ref: t.id('Cluster', CLUSTER) })}/0123456789abcdef0123456789abcdef`;
 const invokeBoth = (t: Resolver): HelperCall[] => ['MigrationsStart', 'MigrationsCheck'].map((id) => ({ action: 'lambda:InvokeFunction', resource: arn(t, id) }));
 
 export const HELPERS: readonly Helper[] = [
@@ -35,13 +36,18 @@ export const HELPERS: readonly Helper[] = [
       { action: 'iam:PassRole', resource: arn(t, 'MigrationsTaskDefTaskRole'), context: ecsTasks },
       { action: 'iam:PassRole', resource: arn(t, 'MigrationsTaskDefExecutionRole'), context: ecsTasks },
       { action: 'cloudformation:DescribeStacks', resource: t.stackId },
+      // On a delete or a rollback: the migrations tasks still running, found and stopped.
+      { action: 'ecs:ListTasks', resource: '*', context: { 'ecs:cluster': arn(t, 'Cluster', CLUSTER) } },
+      { action: 'ecs:StopTask', resource: migrationsTask(t), context: { 'ecs:cluster': arn(t, 'Cluster', CLUSTER) } },
     ],
   },
   {
     role: 'MigrationsCheckServiceRole',
     code: 'lib/lambda/run-migrations.mjs (isComplete)',
     calls: (t) => [
-      { action: 'ecs:DescribeTasks', resource: `arn:aws:ecs:${REGION}:${ACCOUNT}:task/${t.resolve({ Ref: t.id('Cluster', CLUSTER) })}/0123456789abcdef0123456789abcdef` },
+      { action: 'ecs:DescribeTasks', resource: migrationsTask(t) },
+      // Past the deadline: the task is stopped before the resource fails.
+      { action: 'ecs:StopTask', resource: migrationsTask(t), context: { 'ecs:cluster': arn(t, 'Cluster', CLUSTER) } },
     ],
   },
   {
@@ -55,6 +61,16 @@ export const HELPERS: readonly Helper[] = [
     role: 'MigrationsProviderwaiterstatemachineRole',
     code: 'aws-cdk-lib custom-resources Provider (the waiter state machine)',
     calls: (t) => ['MigrationsProviderframeworkisComplete', 'MigrationsProviderframeworkonTimeout'].map((id) => ({ action: 'lambda:InvokeFunction', resource: arn(t, id) })),
+  },
+  {
+    role: 'ReleaseSmokeTestHookServiceRole',
+    code: 'lib/hooks/smoke-test.mjs (the ECS lifecycle hook: reads the operator key)',
+    calls: (t) => [{ action: 'secretsmanager:GetSecretValue', resource: arn(t, 'ApiAdminApiKey', 'AWS::SecretsManager::Secret') }],
+  },
+  {
+    role: 'ApiServiceSmokeTestRole',
+    code: 'ECS, running the deployment lifecycle hook',
+    calls: (t) => [{ action: 'lambda:InvokeFunction', resource: arn(t, 'ReleaseSmokeTestHook', 'AWS::Lambda::Function') }],
   },
   {
     role: 'LogRetentionaae0aa3c5b4d4f87b02d85b201efdd8aServiceRole',

@@ -74,6 +74,11 @@ export class Resolver {
     return `arn:aws:cloudformation:${REGION}:${ACCOUNT}:stack/${this.stackName}/0a1b2c3d-0000-4000-8000-000000000000`;
   }
 
+  /** Whether the template has a resource (of `type`, when given) whose id is `prefix` and the CDK's hash. */
+  has(prefix: string, type?: string): boolean {
+    return Object.entries(this.template.resources).some(([id, r]) => new RegExp(`^${prefix}[0-9A-F]{8}$`).test(id) && (!type || r.Type === type));
+  }
+
   /** The logical id of the one resource (of `type`, when given) whose id is `prefix` and the CDK's 8-digit hash. */
   id(prefix: string, type?: string): string {
     const ids = Object.entries(this.template.resources)

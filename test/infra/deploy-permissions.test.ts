@@ -82,6 +82,7 @@ describe('the bootstrap execution policy', () => {
     const attach = requests.filter((r) => r.action === 'iam:AttachRolePolicy');
     expect(new Set(attach.map((r) => r.context['iam:PolicyARN']))).toEqual(new Set([
       'arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole',
+      'arn:aws:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole',
       'arn:aws:iam::aws:policy/AmazonECSInfrastructureRolePolicyForLoadBalancers',
     ]));
     expect(new Set(requests.filter((r) => r.action === 'iam:PassRole').map((r) => r.context['iam:PassedToService']))).toEqual(new Set([
