@@ -86,3 +86,15 @@ describe('docs/', () => {
     expect(anchors('# A `job_runs` table\n## Exit codes of a job')).toEqual(new Set(['a-job_runs-table', 'exit-codes-of-a-job']));
   });
 });
+
+describe('the first deploy', () => {
+  it('lists every variable the deploy workflow reads, in operations.md\'s table', () => {
+    const workflow = read('.github/workflows/deploy.yml');
+    const variables = [...new Set([...workflow.matchAll(/\bvars\.([A-Z0-9_]+)/g)].map((m) => m[1]!))];
+    expect(variables).toEqual(expect.arrayContaining(['AWS_ACCOUNT_ID', 'DOMAIN_NAME', 'PROD_HOSTED_ZONE_ID', 'PROD_STATEFUL_ACKNOWLEDGE']));
+    const ops = read('docs/operations.md');
+    const section = ops.slice(ops.indexOf('## The first deploy, step by step'), ops.indexOf('\n## ', ops.indexOf('## The first deploy, step by step') + 3));
+    const table = section.split('\n').filter((line) => line.trimStart().startsWith('|')).join('\n');
+    expect(variables.filter((v) => !table.includes(`\`${v}\``))).toEqual([]);
+  });
+});

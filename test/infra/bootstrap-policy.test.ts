@@ -1,59 +1,39 @@
 /**
- * The CloudFormation execution policy for `cdk bootstrap` (deploy/bootstrap-execution-policy.json)
- * covers every service of the synthesized templates, both stages, every option on, and no other.
+ * The shape of the CloudFormation execution policy for `cdk bootstrap`
+ * (deploy/bootstrap-execution-policy.json): IAM only on the stacks' own roles, with conditions.
+ * deploy-permissions.test.ts proves it allows every call a deploy makes, and nothing more.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Template } from 'aws-cdk-lib/assertions';
-import * as ecs from 'aws-cdk-lib/aws-ecs';
 import { describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../../lib/constructs/stack.js';
-import { synth, TEST_DOMAIN, type Synthesized } from './synth.js';
 
 const POLICY = JSON.parse(readFileSync(path.join(REPO_ROOT, 'deploy/bootstrap-execution-policy.json'), 'utf8')) as {
   Statement: { Sid: string; Action: string | string[]; Resource: string; Condition?: Record<string, Record<string, string[]>> }[];
 };
 const statement = (sid: string) => POLICY.Statement.find((s) => s.Sid === sid)!;
-
-/** IAM's service prefix of a CloudFormation type's namespace, where the two differ. */
-const PREFIX: Record<string, string> = {
-  ApplicationAutoScaling: 'application-autoscaling',
-  CertificateManager: 'acm',
-  ElasticLoadBalancingV2: 'elasticloadbalancing',
-  StepFunctions: 'states',
-  WAFv2: 'wafv2',
-};
-
-/** The IAM service prefix of every resource type in `s`'s templates, nested stacks included. */
-function servicesOf(s: Synthesized): Set<string> {
-  const templates = [s.template, ...[...s.stack.scheduledJobs.jobs.values()].map((j) => Template.fromStack(j.stack))];
-  const services = new Set<string>();
-  for (const t of templates) {
-    for (const r of Object.values(t.toJSON().Resources as Record<string, { Type: string }>)) {
-      // A custom resource is a Lambda function the stack deploys.
-      const namespace = r.Type.startsWith('Custom::') ? 'Lambda' : r.Type.split('::')[1]!;
-      services.add(PREFIX[namespace] ?? namespace.toLowerCase());
-    }
-  }
-  return services;
-}
+const STACK_ROLES = 'arn:aws:iam::*:role/EcsSaasBackend-*';
+/** The deploy roles' stacks (bin/deploy-role.ts) create GitHub's OIDC provider, and no other. */
+const GITHUB_OIDC_PROVIDER = 'arn:aws:iam::*:oidc-provider/token.actions.githubusercontent.com';
 
 describe('the bootstrap execution policy', () => {
-  it('names exactly the services of the templates (IAM apart: scoped to the stack\'s roles)', () => {
-    // The image is ECR's either way; a registry image only skips staging the Docker context.
-    const image = ecs.ContainerImage.fromRegistry('public.ecr.aws/docker/library/node:24');
-    const used = new Set([...servicesOf(synth({ stage: 'dev', image })), ...servicesOf(synth({ stage: 'prod', waf: {}, image, service: { domain: TEST_DOMAIN } }))]);
-    expect(used.has('iam')).toBe(true);
-    used.delete('iam');
-    const granted = (statement('TheServicesTheStackUses').Action as string[]).map((a) => a.replace(/:\*$/, ''));
-    expect(granted.sort()).toEqual([...used].sort());
-  }, 300_000);
-
-  it('lets IAM touch only the stacks\' own roles, and create only the service-linked roles a fresh account lacks', () => {
-    const roles = statement('OnlyTheStacksOwnRoles');
-    expect(roles.Resource).toBe('arn:aws:iam::*:role/EcsSaasBackend-*');
-    expect(roles.Action).not.toContain('iam:AttachRolePolicy');
+  it('lets IAM touch only the stacks\' own roles, attach only the managed policies they use, and pass them only to their services', () => {
     expect(JSON.stringify(POLICY)).not.toMatch(/"iam:\*"|"\*:\*"|"Action": "\*"/);
+    for (const s of POLICY.Statement.filter((s) => [s.Action].flat().some((a) => a.startsWith('iam:')))) {
+      const unconditionedStar = s.Resource === '*' && !s.Condition;
+      // The one read of the whole account: RDS's handler lists roles.
+      if (unconditionedStar) expect([s.Action].flat(), s.Sid).toEqual(['iam:ListRoles']);
+      else expect([STACK_ROLES, '*', GITHUB_OIDC_PROVIDER, expect.stringMatching(/^arn:aws:iam::\*:role\/aws-service-role\//)], s.Sid).toContainEqual(s.Resource);
+    }
+    const attach = statement('OnlyTheManagedPoliciesTheStacksAttach');
+    expect(attach).toMatchObject({ Action: ['iam:AttachRolePolicy', 'iam:DetachRolePolicy'], Resource: STACK_ROLES });
+    expect(attach.Condition!.ArnEquals!['iam:PolicyARN']!.every((arn) => arn.startsWith('arn:aws:iam::aws:policy/'))).toBe(true);
+    expect(statement('PassTheStacksRolesToTheirServices')).toMatchObject({ Action: 'iam:PassRole', Resource: STACK_ROLES });
+    expect(statement('PassTheStacksRolesToTheirServices').Condition!.StringEquals!['iam:PassedToService']).not.toContain('ec2.amazonaws.com');
+    expect(statement('OnlyTheStacksOwnRoles').Action).not.toContain('iam:DeleteRolePermissionsBoundary');
+  });
+
+  it('creates only the service-linked roles a fresh account lacks', () => {
     expect(statement('TheServiceLinkedRolesOfAFreshAccount').Condition!.StringEquals!['iam:AWSServiceName']).toEqual(
       expect.arrayContaining(['ecs.amazonaws.com', 'elasticloadbalancing.amazonaws.com', 'rds.amazonaws.com']),
     );
