@@ -402,7 +402,9 @@ describe('a bad jobs table', () => {
       { ...EXTRA_JOB, name: 'a-job-whose-name-is-rather-long-for-rule' },
     ];
     const message = errorMessage(() => new BackendStack(newApp(), 'AVeryLongStackNameForRules', { alertEmail: 'oncall@acme.io', jobs, now: NOW }));
-    expect(message).toMatch(/^Stack AVeryLongStackNameForRules has \d+ problems:/);
+    // Every problem here is the table's: the message names lib/jobs.ts, not the stack's settings.
+    expect(message).toMatch(/^The jobs table \(lib\/jobs\.ts\) has \d+ problems:/);
+    expect(message).not.toContain('Stack AVeryLongStackNameForRules');
     expect(message).toContain('job "usage-digest": schedule "cron(0 6 * * * *)" is invalid');
     expect(message).toContain('job "billing-run": name is a duplicate');
     expect(message).toContain('job "big-one": memoryMiB 512 is not a valid Fargate size for cpu 512');

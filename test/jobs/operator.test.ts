@@ -8,7 +8,8 @@ import { run } from '../helpers/process.js';
 
 describe('jobs', () => {
   it('prints one row per job with its schedule, next runs, size and Fargate costs, without a database', async () => {
-    const r = await run(['jobs'], {});
+    // Wide enough for the whole table (piped, it otherwise fits 100 columns: list-width.test.ts).
+    const r = await run(['jobs'], { COLUMNS: '1000' });
     expect(r.code).toBe(0);
     const [header, , ...rest] = r.stdout.split('\n');
     expect(header).toMatch(/^JOB\s+ON\s+SCHEDULE\s+TIME ZONE\s+NEXT 3 RUNS/);
