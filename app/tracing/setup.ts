@@ -1,0 +1,78 @@
+/**
+ * Turns tracing on (TRACES=console|file|xray), loaded by dynamic import after the process's
+ * first log line, as the logger is, so that a job's start-up pays nothing for it when off and
+ * little when on. Registers the tracer provider (X-Ray's id generator, the keeping sampler
+ * and processor), AsyncLocalStorage for the current span, and the propagators; hands the log
+ * lines their trace ids; and returns the "traces" shutdown step, which exports what is left
+ * within the shutdown deadline.
+ */
+import { context, propagation, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { AWSXRayIdGenerator } from '@opentelemetry/id-generator-aws-xray';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { SERVICE_METRICS } from '../../lib/metrics.js';
+import { emf } from '../jobs/emf.js';
+import { setLogMixin, type Logger } from '../logger.js';
+import type { ShutdownStep } from '../shutdown.js';
+import { consoleExporter, fileExporter } from './json-exporter.js';
+import { KeepingProcessor } from './keeping-processor.js';
+import { propagator } from './propagation.js';
+import { keepingSampler } from './sampler.js';
+import { fixedTraceIds } from './trace-ids.js';
+import { markTracingOn, traceFields, type TracingConfig } from './trace.js';
+import { XRayOtlpExporter, xrayEndpoint } from './xray-exporter.js';
+
+/** No attribute value longer than this: an attribute is a name or an id, never a payload. */
+const ATTRIBUTE_VALUE_LIMIT = 256;
+
+export type TracingSettings = TracingConfig & { readonly AWS_REGION?: string };
+
+export interface Tracing {
+  readonly processor: KeepingProcessor;
+  /** The "traces" shutdown step: the spans still queued go out, within the deadline. */
+  readonly step: ShutdownStep;
+}
+
+function exporterFor(settings: TracingSettings): SpanExporter {
+  switch (settings.TRACES) {
+    case 'console':
+      return consoleExporter();
+    case 'file':
+      return fileExporter(settings.TRACES_FILE);
+    default: {
+      const region = settings.AWS_REGION ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION;
+      if (region === undefined) throw new Error('TRACES=xray needs AWS_REGION (ECS sets it in a task)');
+      return new XRayOtlpExporter(xrayEndpoint(region), region);
+    }
+  }
+}
+
+/** Starts tracing; `exporter` replaces the setting's (the tests' in-memory one). Once per process. */
+export function startTracing(settings: TracingSettings, logger: Logger, service: string, exporter: SpanExporter = exporterFor(settings)): Tracing {
+  const metrics = logger.child({}, { level: 'info' });
+  const processor = new KeepingProcessor(exporter, (count) =>
+    metrics.info({ ...emf(settings.METRICS_NAMESPACE, {}, { [SERVICE_METRICS.tracesDropped]: { value: count, unit: 'Count' } }) }, `metrics: ${count} span(s) dropped (queue full or export failed)`),
+  );
+  const provider = new BasicTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': service, 'cloud.provider': 'aws' }),
+    idGenerator: fixedTraceIds(new AWSXRayIdGenerator()),
+    sampler: keepingSampler(settings.TRACES_SAMPLE_RATIO),
+    spanProcessors: [processor],
+    spanLimits: { attributeValueLengthLimit: ATTRIBUTE_VALUE_LIMIT },
+  });
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  propagation.setGlobalPropagator(propagator);
+  trace.setGlobalTracerProvider(provider);
+  setLogMixin(traceFields);
+  markTracingOn();
+  logger.info({ traces: settings.TRACES, sampleRatio: settings.TRACES_SAMPLE_RATIO }, `tracing on: ${settings.TRACES}, ${settings.TRACES_SAMPLE_RATIO * 100}% of traces sampled, every failure and job run kept`);
+  return {
+    processor,
+    step: {
+      name: 'traces',
+      run: (signal) => processor.flush(signal),
+      pending: () => 'the last spans to be exported',
+    },
+  };
+}
