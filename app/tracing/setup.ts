@@ -21,12 +21,17 @@ import { propagator } from './propagation.js';
 import { keepingSampler } from './sampler.js';
 import { fixedTraceIds } from './trace-ids.js';
 import { markTracingOn, traceFields, type TracingConfig } from './trace.js';
-import { XRayOtlpExporter, xrayEndpoint } from './xray-exporter.js';
+import { EXPORT_TIMEOUT_MS, XRayOtlpExporter, xrayEndpoint } from './xray-exporter.js';
 
 /** No attribute value longer than this: an attribute is a name or an id, never a payload. */
 const ATTRIBUTE_VALUE_LIMIT = 256;
 
 export type TracingSettings = TracingConfig & { readonly AWS_REGION?: string };
+
+/** The longest the last export may take at shutdown: one export's timeout, at most a tenth of the deadline. */
+export function flushBudgetMs(shutdownTimeoutMs: number): number {
+  return Math.min(EXPORT_TIMEOUT_MS, Math.floor(shutdownTimeoutMs / 10));
+}
 
 export interface Tracing {
   readonly processor: KeepingProcessor;
@@ -71,7 +76,8 @@ export function startTracing(settings: TracingSettings, logger: Logger, service:
     processor,
     step: {
       name: 'traces',
-      run: (signal) => processor.flush(signal),
+      // Its own share of the deadline: an exporter that hangs must not turn a clean drain into a forced exit.
+      run: (signal) => processor.flush(AbortSignal.any([signal, AbortSignal.timeout(flushBudgetMs(settings.SHUTDOWN_TIMEOUT_MS))])),
       pending: () => 'the last spans to be exported',
     },
   };

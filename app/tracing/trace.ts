@@ -18,15 +18,14 @@ export function xrayTraceId(hex: string): string {
 /** A root span's attribute that keeps its whole trace, sampled or not (a job run, a drain). */
 export const KEEP_TRACE = 'trace.keep';
 
-const NONE = Object.freeze({});
-
 /**
  * The log line's trace fields (pino's mixin): `trace_id` in X-Ray's format and `span_id`,
  * the names CloudWatch's trace-to-log correlation reads; nothing outside a recorded span.
  */
 export function traceFields(): Record<string, string> {
   const span = trace.getActiveSpan();
-  if (span === undefined || !span.isRecording()) return NONE;
+  // A new object each time: pino merges the line's fields into it.
+  if (span === undefined || !span.isRecording()) return {};
   const { traceId, spanId } = span.spanContext();
   return { trace_id: xrayTraceId(traceId), span_id: spanId };
 }
@@ -68,6 +67,7 @@ export interface TracingConfig {
   readonly TRACES_SAMPLE_RATIO: number;
   readonly TRACES_FILE: string;
   readonly METRICS_NAMESPACE: string;
+  readonly SHUTDOWN_TIMEOUT_MS: number;
 }
 
 /**

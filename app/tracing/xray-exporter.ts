@@ -31,7 +31,10 @@ export class XRayOtlpExporter implements SpanExporter {
   }
 
   export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
-    this.send(spans).then(
+    const signal = AbortSignal.timeout(EXPORT_TIMEOUT_MS);
+    // The credentials' look-up is bounded too, not only the POST.
+    const timedOut = new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(new Error(`no answer within ${EXPORT_TIMEOUT_MS} ms`)), { once: true }));
+    Promise.race([this.send(spans, signal), timedOut]).then(
       () => done({ code: ExportResultCode.SUCCESS }),
       (error: Error) => done({ code: ExportResultCode.FAILED, error }),
     );
@@ -39,10 +42,9 @@ export class XRayOtlpExporter implements SpanExporter {
 
   async shutdown(): Promise<void> {}
 
-  private async send(spans: ReadableSpan[]): Promise<void> {
+  private async send(spans: ReadableSpan[], signal: AbortSignal): Promise<void> {
     const body = ProtobufTraceSerializer.serializeRequest(spans);
     if (body === undefined) throw new Error('the spans could not be serialized');
-    const signal = AbortSignal.timeout(EXPORT_TIMEOUT_MS);
     const signed = await this.signer.sign({
       method: 'POST',
       protocol: this.url.protocol,
