@@ -3,7 +3,8 @@
  * the 429s and 503s, the database pool (in use, waiting), the drains and how long they took,
  * and the state of the alarms that page and roll a canary deploy back. The route metrics come
  * from the access log line (EMF, app/api/request-id.ts), the pool and drain metrics from the
- * server (lib/metrics.ts names them all). docs/api-dashboard.svg is drawn from this dashboard's
+ * server (lib/metrics.ts names them all). The first three alarms are also the canary deploy's
+ * rollback alarms. docs/api-dashboard.svg is drawn from this dashboard's
  * body in the template (`npm run docs:dashboard`).
  */
 import { Duration } from 'aws-cdk-lib';
@@ -53,7 +54,7 @@ export class ApiDashboard extends Construct {
           graph('API: 429s and 503s', [perRoute(REQUEST_METRICS.throttled, 'Sum', '429'), perRoute(REQUEST_METRICS.unavailable, 'Sum', '503')]),
           graph('API: database pool', [total(SERVICE_METRICS.poolInUse, 'Maximum', 'in use'), total(SERVICE_METRICS.poolWaiting, 'Maximum', 'waiting')]),
           graph('API: drains and their duration (ms)', [total(SERVICE_METRICS.drainDuration, 'SampleCount', 'drains'), total(SERVICE_METRICS.drainDuration, 'Maximum', 'longest (ms)')]),
-          new cloudwatch.AlarmStatusWidget({ title: 'API: alarms (the canary deploy rolls back on 5xx, unhealthy targets, p99)', alarms: [...props.alarms], width: 6, height: 6 }),
+          new cloudwatch.AlarmStatusWidget({ title: 'API: alarms', alarms: [...props.alarms], width: 6, height: 6 }),
         ],
       ],
     });
