@@ -47,16 +47,18 @@ export const SERVICE_METRICS = {
 /** The dimension of the per-route request metrics: the route's template (`GET /accounts/:id`). */
 export const ROUTE_DIMENSION = 'Route';
 
-/** Written on every request's access log line (EMF), with the ROUTE_DIMENSION. */
+/**
+ * Written on the request's access log line (EMF), with the ROUTE_DIMENSION. Latency is on every
+ * line (its sample count is the request count); the others only on the lines they count, so
+ * a line carries one or two metrics, not five.
+ */
 export const REQUEST_METRICS = {
-  /** 1 per request. */
-  requests: 'Requests',
+  /** Milliseconds from the request's arrival to its answer's end; its SampleCount counts requests. */
+  latency: 'Latency',
   /** 1 per answer with a 5xx status. */
   errors: 'Errors',
   /** 1 per 429 (rate limited). */
   throttled: 'Throttled',
   /** 1 per 503 (the database pool or a statement over its limit, or draining). */
   unavailable: 'Unavailable',
-  /** Milliseconds from the request's arrival to its answer's end. */
-  latency: 'Latency',
 } as const;

@@ -29,7 +29,10 @@ export interface AccessLogOptions {
 /** The access log line: what was asked, how it ended, and the route's metrics in EMF. */
 function accessLine(req: Request, res: Response, id: string, ms: number, namespace: string): Record<string, unknown> {
   const status = res.statusCode;
-  const metric = (value: number) => ({ value, unit: 'Count' as const });
+  const counted = status >= 500 ? REQUEST_METRICS.errors : status === 429 ? REQUEST_METRICS.throttled : undefined;
+  const metrics: Record<string, { value: number; unit: 'Count' | 'Milliseconds' }> = { [REQUEST_METRICS.latency]: { value: ms, unit: 'Milliseconds' } };
+  if (counted !== undefined) metrics[counted] = { value: 1, unit: 'Count' };
+  if (status === 503) metrics[REQUEST_METRICS.unavailable] = { value: 1, unit: 'Count' };
   return {
     requestId: id,
     method: req.method,
@@ -37,13 +40,7 @@ function accessLine(req: Request, res: Response, id: string, ms: number, namespa
     status,
     ms,
     completed: res.writableFinished,
-    ...emf(namespace, { [ROUTE_DIMENSION]: routeOf(req) }, {
-      [REQUEST_METRICS.requests]: metric(1),
-      [REQUEST_METRICS.errors]: metric(status >= 500 ? 1 : 0),
-      [REQUEST_METRICS.throttled]: metric(status === 429 ? 1 : 0),
-      [REQUEST_METRICS.unavailable]: metric(status === 503 ? 1 : 0),
-      [REQUEST_METRICS.latency]: { value: ms, unit: 'Milliseconds' },
-    }),
+    ...emf(namespace, { [ROUTE_DIMENSION]: routeOf(req) }, metrics),
   };
 }
 

@@ -22,6 +22,8 @@ export const MAX_QUEUED = 4_096;
 export const MAX_HELD = 4_096;
 export const MAX_BATCH = 512;
 export const EXPORT_INTERVAL_MS = 1_000;
+/** Longest one export may take (an exporter's own bound): a slow or dead endpoint costs the batch, never the process. */
+export const EXPORT_TIMEOUT_MS = 5_000;
 
 const isSampled = (span: ReadableSpan) => (span.spanContext().traceFlags & 1) === 1;
 const isLocalRoot = (span: ReadableSpan) => span.parentSpanContext === undefined || span.parentSpanContext.isRemote === true;

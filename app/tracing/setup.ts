@@ -15,13 +15,12 @@ import { SERVICE_METRICS } from '../../lib/metrics.js';
 import { emf } from '../jobs/emf.js';
 import { setLogMixin, type Logger } from '../logger.js';
 import type { ShutdownStep } from '../shutdown.js';
-import { consoleExporter, fileExporter } from './json-exporter.js';
-import { KeepingProcessor } from './keeping-processor.js';
+import { UsageError } from '../errors.js';
+import { EXPORT_TIMEOUT_MS, KeepingProcessor } from './keeping-processor.js';
 import { propagator } from './propagation.js';
 import { keepingSampler } from './sampler.js';
 import { fixedTraceIds } from './trace-ids.js';
 import { markTracingOn, traceFields, type TracingConfig } from './trace.js';
-import { EXPORT_TIMEOUT_MS, XRayOtlpExporter, xrayEndpoint } from './xray-exporter.js';
 
 /** No attribute value longer than this: an attribute is a name or an id, never a payload. */
 const ATTRIBUTE_VALUE_LIMIT = 256;
@@ -39,22 +38,20 @@ export interface Tracing {
   readonly step: ShutdownStep;
 }
 
-function exporterFor(settings: TracingSettings): SpanExporter {
-  switch (settings.TRACES) {
-    case 'console':
-      return consoleExporter();
-    case 'file':
-      return fileExporter(settings.TRACES_FILE);
-    default: {
-      const region = settings.AWS_REGION ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION;
-      if (region === undefined) throw new Error('TRACES=xray needs AWS_REGION (ECS sets it in a task)');
-      return new XRayOtlpExporter(xrayEndpoint(region), region);
-    }
+/** The exporter TRACES names; each loads only when chosen (the X-Ray one brings the AWS signing and credentials). */
+export async function exporterFor(settings: TracingSettings): Promise<SpanExporter> {
+  if (settings.TRACES === 'console' || settings.TRACES === 'file') {
+    const { consoleExporter, fileExporter } = await import('./json-exporter.js');
+    return settings.TRACES === 'console' ? consoleExporter() : fileExporter(settings.TRACES_FILE);
   }
+  const region = settings.AWS_REGION ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION;
+  if (region === undefined) throw new UsageError('Invalid configuration:\n  AWS_REGION=(unset): TRACES=xray needs the region of X-Ray\'s endpoint (ECS sets it in a task)', 'CONFIG_INVALID');
+  const { XRayOtlpExporter, xrayEndpoint } = await import('./xray-exporter.js');
+  return new XRayOtlpExporter(xrayEndpoint(region), region);
 }
 
-/** Starts tracing; `exporter` replaces the setting's (the tests' in-memory one). Once per process. */
-export function startTracing(settings: TracingSettings, logger: Logger, service: string, exporter: SpanExporter = exporterFor(settings)): Tracing {
+/** Starts tracing, its spans to `exporter` (exporterFor's, or the tests' in-memory one). Once per process. */
+export function startTracing(settings: TracingSettings, logger: Logger, service: string, exporter: SpanExporter): Tracing {
   const metrics = logger.child({}, { level: 'info' });
   const processor = new KeepingProcessor(exporter, (count) =>
     metrics.info({ ...emf(settings.METRICS_NAMESPACE, {}, { [SERVICE_METRICS.tracesDropped]: { value: count, unit: 'Count' } }) }, `metrics: ${count} span(s) dropped (queue full or export failed)`),

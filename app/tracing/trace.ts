@@ -76,8 +76,8 @@ export interface TracingConfig {
  */
 export async function startTracingFor(config: TracingConfig, logger: import('../logger.js').Logger, service: string): Promise<import('../shutdown.js').ShutdownStep | undefined> {
   if (config.TRACES === 'off') return undefined;
-  const { startTracing } = await import('./setup.js');
-  const tracing = startTracing(config, logger, service);
+  const { exporterFor, startTracing } = await import('./setup.js');
+  const tracing = startTracing(config, logger, service, await exporterFor(config));
   on = true;
   return tracing.step;
 }

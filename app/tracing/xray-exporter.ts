@@ -12,9 +12,8 @@ import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { SignatureV4 } from '@smithy/signature-v4';
+import { EXPORT_TIMEOUT_MS } from './keeping-processor.js';
 
-/** Longest one export may take. */
-export const EXPORT_TIMEOUT_MS = 5_000;
 
 export function xrayEndpoint(region: string, override = process.env.AWS_ENDPOINT_URL_XRAY): URL {
   return new URL('/v1/traces', override ?? `https://xray.${region}.amazonaws.com`);

@@ -45,7 +45,7 @@ export class ApiDashboard extends Construct {
       defaultInterval: Duration.hours(3),
       widgets: [
         [
-          graph('API: requests per route', [perRoute(REQUEST_METRICS.requests, 'Sum', 'requests')]),
+          graph('API: requests per route', [perRoute(REQUEST_METRICS.latency, 'SampleCount', 'requests')]),
           graph('API: 5xx per route', [perRoute(REQUEST_METRICS.errors, 'Sum', '5xx')]),
           graph('API: latency p50 per route (ms)', [perRoute(REQUEST_METRICS.latency, 'p50', 'p50')]),
           graph('API: latency p99 per route (ms)', [perRoute(REQUEST_METRICS.latency, 'p99', 'p99')]),
