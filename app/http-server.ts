@@ -32,7 +32,7 @@ import type { Config } from './config.js';
 import { StartupProblem, type ErrorCode } from './errors.js';
 import { portTakenMessage } from './port-owner.js';
 import type { ShutdownStep } from './shutdown.js';
-import { spanEvent } from './tracing/trace.js';
+import { eventsOfCurrentSpan } from './tracing/trace.js';
 
 /**
  * Pipelined requests read ahead of the one running before the socket is no longer read: a
@@ -161,6 +161,7 @@ export class DrainableServer {
     // http.Server#close (Node >= 19) also destroys idle sockets at once, and a destroy that
     // races a request already on the wire answers it with a reset. Close just the listener.
     net.Server.prototype.close.call(this.server);
+    const spanEvent = eventsOfCurrentSpan();
     spanEvent('listener closed', { 'http.sockets': this.sockets.size, 'http.requests_in_flight': this.inFlight });
     for (const [socket, { current }] of this.sockets) {
       if (current === undefined) continue;

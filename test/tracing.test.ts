@@ -176,7 +176,8 @@ describe('the container', () => {
     const spans = spansIn(file).filter((s) => s.traceId === access.trace_id);
     expect(spans.find((s) => s.parentSpanId === undefined)?.name).toBe('GET /accounts/:id');
     expect(spans.length).toBeGreaterThan(1);
-    expect(spansIn(file).some((s) => s.name === 'drain')).toBe(true);
+    const drain = spansIn(file).find((s) => s.name === 'drain') as { events?: { name: string }[] } | undefined;
+    expect(drain?.events?.map((e) => e.name)).toEqual(['listener closed', 'idle sockets closed', 'last request answered']);
   });
 
   it('makes one trace of a job run, its id derived from the run key, with its attempt, and on the run\'s log lines', async () => {

@@ -38,6 +38,8 @@ export async function inRunSpan(s: RunState, fn: () => Promise<RunOutcome>): Pro
 export class BatchSpans {
   private current: Span | undefined;
   private n = 0;
+  /** The attempt's context: every batch is its child, wherever the checkpoint is saved from (a handler's transaction). */
+  private readonly parent = context.active();
 
   constructor(private readonly job: string) {
     this.next();
@@ -60,6 +62,6 @@ export class BatchSpans {
   private next(): void {
     if (!tracingOn()) return;
     this.n += 1;
-    this.current = tracer.startSpan(`${this.job} batch`, { attributes: { 'job.batch': this.n } });
+    this.current = tracer.startSpan(`${this.job} batch`, { attributes: { 'job.batch': this.n } }, this.parent);
   }
 }

@@ -30,9 +30,15 @@ export function traceFields(): Record<string, string> {
   return { trace_id: xrayTraceId(traceId), span_id: spanId };
 }
 
-/** Marks `span` failed with `err`'s message (never its stack: that may quote a value). */
+/**
+ * Marks `span` failed, saying what kind of error it was and never its message: a database
+ * error's message can quote a value it refused (`invalid input syntax for type bigint: "..."`),
+ * which may be a caller's input. A database error is named by its SQLSTATE.
+ */
 export function failSpan(span: Span, err: unknown): void {
-  span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+  const code = (err as { code?: unknown } | undefined)?.code;
+  const message = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? `SQLSTATE ${code}` : err instanceof Error ? err.name : 'error';
+  span.setStatus({ code: SpanStatusCode.ERROR, message });
 }
 
 /** Runs `fn` in a new child span of the current one, ended when `fn` settles; a rejection marks it failed. */
@@ -52,6 +58,12 @@ export function inSpan<T>(name: string, attributes: Attributes, fn: (span: Span)
 /** An event on the current span, if one is recording. */
 export function spanEvent(name: string, attributes?: Attributes): void {
   trace.getActiveSpan()?.addEvent(name, attributes);
+}
+
+/** Adds events to the span current now, from callbacks that run in other contexts (a socket's 'close'). */
+export function eventsOfCurrentSpan(): (name: string, attributes?: Attributes) => void {
+  const span = trace.getActiveSpan();
+  return (name, attributes) => span?.addEvent(name, attributes);
 }
 
 let on = false;
