@@ -2,7 +2,7 @@
  * `node dist/app/main.js <job> [--scheduled-time ISO] [--force]`: runs one scheduled job
  * through the runner and exits with its outcome's code (app/errors.ts EXIT).
  *
- * The process registers two shutdown steps, job → pool. SIGTERM (ECS StopTask, a Spot
+ * The process registers two shutdown steps, job → pool (then traces, with tracing on). SIGTERM (ECS StopTask, a Spot
  * interruption, a deploy) aborts the job's signal; the job step waits for the runner to
  * record the run `interrupted` and release its locks; the pool closes; the logs flush; the
  * process exits 3, all under SHUTDOWN_TIMEOUT_MS. A run that ends by itself goes through
