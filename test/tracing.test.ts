@@ -173,6 +173,8 @@ describe('the container', () => {
     expect(access.trace_id).toMatch(/^1-[0-9a-f]{8}-[0-9a-f]{24}$/);
     server.kill('SIGTERM');
     expect((await server.exited).code).toBe(0);
+    const steps = server.logs.filter((l) => /^shutdown: \w+ done in/.test(l.msg)).map((l) => l.step);
+    expect(steps).toEqual(['readiness', 'http', 'workers', 'pool', 'traces']);
     const spans = spansIn(file).filter((s) => s.traceId === access.trace_id);
     expect(spans.find((s) => s.parentSpanId === undefined)?.name).toBe('GET /accounts/:id');
     expect(spans.length).toBeGreaterThan(1);
@@ -229,6 +231,9 @@ describe('the container', () => {
     }
     // Generous for a loaded machine; a request waiting on the exporter would take its 5-s timeout.
     expect(slowest.ms).toBeLessThan(2_000);
+    // The spans that could not go out are counted, in the metric the dashboard and the runbook read.
+    const dropped = await server.waitForLog((l) => typeof l.TracesDropped === 'number', 30_000);
+    expect(dropped.TracesDropped).toBeGreaterThan(0);
     const t0 = Date.now();
     server.kill('SIGTERM');
     const { code } = await server.exited;
