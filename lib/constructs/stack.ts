@@ -316,7 +316,8 @@ export class BackendStack extends Stack {
     this.apiDashboard = new ApiDashboard(this, 'ApiDashboard', {
       metricsNamespace,
       namePrefix: this.stackName,
-      alarms: [m.serverErrors, m.unhealthyTargets, m.p99Latency, m.noHealthyTargets, m.databaseUnavailable, m.workerStalled],
+      // The canary deploy's rollback alarms first (per target group), then the ones that page.
+      alarms: [...m.deploymentAlarms.serverErrorRates, ...m.deploymentAlarms.latencies, m.serverErrors, m.unhealthyTargets, m.p99Latency, m.noHealthyTargets, m.databaseUnavailable, m.workerStalled],
     });
     for (const role of [this.webService.taskDefinition.taskRole, this.scheduledJobs.taskRole, this.scheduledJobs.exportTaskRole]) {
       if (role) grantTraces(role);

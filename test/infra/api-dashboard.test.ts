@@ -24,7 +24,11 @@ describe('the API dashboard', () => {
     expect(text).toContain("'p99'");
     for (const metric of [SERVICE_METRICS.poolInUse, SERVICE_METRICS.poolWaiting, SERVICE_METRICS.drainDuration]) expect(text).toContain(`"${metric}"`);
     const alarms = body.widgets.find((w: any) => w.type === 'alarm').properties.alarms as string[];
-    expect(alarms.map((a) => a.split(':alarm:').pop())).toEqual(expect.arrayContaining(['<stack>-api-5xx', '<stack>-api-unhealthy-targets', '<stack>-api-p99-latency']));
+    const names = alarms.map((a) => a.split(':alarm:').pop());
+    expect(names).toEqual(expect.arrayContaining(['<stack>-api-5xx', '<stack>-api-unhealthy-targets', '<stack>-api-p99-latency']));
+    // The canary deploy's rollback alarms, one per target group and measure.
+    const rollback = resources[s.stack.getLogicalId(s.stack.serviceMonitoring.deploymentAlarms.serverErrorRates[0]!.node.defaultChild as never)]!;
+    expect(names).toContain(rollback.Properties.AlarmName.replace(STACK_ID, '<stack>'));
   });
 
   it('is pictured in the docs as the template draws it (npm run docs:dashboard redraws it)', () => {
