@@ -161,7 +161,7 @@ describe('the container', () => {
     readFileSync(file, 'utf8')
       .split('\n')
       .filter(Boolean)
-      .map((l) => JSON.parse(l) as { traceId: string; name: string; parentSpanId?: string; attributes: Record<string, unknown> });
+      .map((l) => JSON.parse(l) as { traceId: string; spanId: string; name: string; parentSpanId?: string; attributes: Record<string, unknown> });
 
   it('writes a request\'s trace id on its access log line, and its spans under that id', async () => {
     const file = path.join(dir, 'server.jsonl');
@@ -184,7 +184,8 @@ describe('the container', () => {
 
   it('makes one trace of a job run, its id derived from the run key, with its attempt, and on the run\'s log lines', async () => {
     const file = path.join(dir, 'job.jsonl');
-    const { code, logs } = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], { TRACES: 'file', TRACES_FILE: file, TRACES_SAMPLE_RATIO: '0' });
+    const execution = 'arn:aws:states:eu-west-1:123456789012:execution:Test-billing-run:run-1';
+    const { code, logs } = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], { TRACES: 'file', TRACES_FILE: file, TRACES_SAMPLE_RATIO: '0', SFN_EXECUTION_ARN: execution });
     expect(code).toBe(0);
     const spans = spansIn(file);
     const expected = xrayTraceId(runTraceId('billing-run', new Date(NIGHTLY_TIME)));
@@ -192,7 +193,12 @@ describe('the container', () => {
     const root = spans.find((s) => s.parentSpanId === undefined)!;
     expect(root.name).toBe('job billing-run');
     expect(root.attributes['job.run_key']).toBe(`billing-run@${NIGHTLY_TIME}`);
-    expect(spans.some((s) => s.name === 'billing-run attempt')).toBe(true);
+    expect(root.attributes['aws.step_functions.execution.arn']).toBe(execution);
+    const attempt = spans.find((s) => s.name === 'billing-run attempt')!;
+    expect(attempt.attributes['job.attempt']).toBe(1);
+    const batches = spans.filter((s) => s.name === 'billing-run batch');
+    expect(batches.length).toBeGreaterThan(0);
+    for (const b of batches) expect(b.parentSpanId).toBe(attempt.spanId);
     expect(logs.find((l) => /attempt 1 started/.test(l.msg))?.trace_id).toBe(expected);
   });
 
