@@ -46,6 +46,7 @@ export interface ApiDeps {
     | 'RATE_LIMIT_OPERATOR_REQUESTS'
     | 'RATE_LIMIT_WINDOW_MS'
     | 'RATE_LIMIT_KEYS'
+    | 'METRICS_NAMESPACE'
   >;
   /** True once shutdown has begun: /readyz answers 503 from then on. */
   readonly isDraining: () => boolean;
@@ -67,7 +68,7 @@ export function createApi({ pool, logger, config, isDraining, liveness = () => (
   app.use(methodNotAllowed(OPEN_ROUTES));
   app.use(healthRouter({ pool, logger, isDraining, liveness }));
   app.use(openApiRouter());
-  app.use(requestId(logger));
+  app.use(requestId(logger, { metricsNamespace: config.METRICS_NAMESPACE }));
   if (config.ENABLE_DEBUG_ROUTES) app.use(debugRouter(pool));
   app.use(authenticate(config.ADMIN_API_KEY));
   app.use(rateLimit({ perKey: config.RATE_LIMIT_REQUESTS, operator: config.RATE_LIMIT_OPERATOR_REQUESTS, windowMs: config.RATE_LIMIT_WINDOW_MS, maxKeys: config.RATE_LIMIT_KEYS }));

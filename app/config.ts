@@ -188,6 +188,22 @@ const schema = z.object({
   USAGE_RETENTION_DAYS: int('(days)', 1, 36_500).default(400),
   /** data-cleanup deletes job_runs attempts that finished longer ago than this. */
   JOB_RUNS_RETENTION_DAYS: int('(days)', 1, 36_500).default(90),
+  /**
+   * Tracing (OpenTelemetry): off; console (spans as JSON lines on stderr); file (appended to
+   * TRACES_FILE); xray (X-Ray's OTLP endpoint with SigV4, the stack's setting). Off by default.
+   */
+  TRACES: z.enum(['off', 'console', 'file', 'xray'], { message: 'accepts off, console, file or xray' }).default('off'),
+  /** The share of traces exported at random, 0 to 1; every failed request and every job run is kept whatever it is. */
+  TRACES_SAMPLE_RATIO: z
+    .string()
+    .trim()
+    .regex(/^(0(\.\d+)?|1(\.0+)?)$/, { message: 'accepts a ratio from 0 to 1, such as 0.05' })
+    .transform(Number)
+    .default(0.05),
+  /** Where TRACES=file appends its spans, one JSON line each. */
+  TRACES_FILE: z.string().trim().min(1).default('.traces.jsonl'),
+  /** Set by a job's state machine: the Step Functions execution that started the task, which the run's trace names. */
+  SFN_EXECUTION_ARN: optional(z.string().trim().regex(/^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:execution:[\w.:-]+$/, { message: 'accepts a Step Functions execution ARN' })),
   /** Makes job runs fail or time out on purpose, for the runner's tests; refused unless NODE_ENV=test. */
   JOB_FAULT_INJECTION: optional(jobFaults),
   /** Only JOB_FAULT_INJECTION reads it. */

@@ -99,10 +99,17 @@ export class Health {
   private async probe(): Promise<void> {
     // The drain is closing the pool; the process is about to exit.
     if (this.o.isDraining()) return clearInterval(this.probeTimer);
+    const { pool } = this.o;
+    const inUse = pool.totalCount - pool.idleCount;
+    const waiting = pool.waitingCount;
     const state = await this.database();
     if (!state.ok) this.o.logger.warn({ err: state.error, latencyMs: state.latencyMs }, `database probe failed: ${state.error}`);
     this.metricsOut.info(
-      { latencyMs: state.latencyMs, ...emf(this.o.metricsNamespace, {}, { [SERVICE_METRICS.databaseUnavailable]: { value: state.ok ? 0 : 1, unit: 'Count' } }) },
+      { latencyMs: state.latencyMs, ...emf(this.o.metricsNamespace, {}, {
+        [SERVICE_METRICS.databaseUnavailable]: { value: state.ok ? 0 : 1, unit: 'Count' },
+        [SERVICE_METRICS.poolInUse]: { value: inUse, unit: 'Count' },
+        [SERVICE_METRICS.poolWaiting]: { value: waiting, unit: 'Count' },
+      }) },
       state.ok ? 'metrics: database probe ok' : 'metrics: database unavailable',
     );
   }

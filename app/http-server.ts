@@ -32,6 +32,7 @@ import type { Config } from './config.js';
 import { StartupProblem, type ErrorCode } from './errors.js';
 import { portTakenMessage } from './port-owner.js';
 import type { ShutdownStep } from './shutdown.js';
+import { eventsOfCurrentSpan } from './tracing/trace.js';
 
 /**
  * Pipelined requests read ahead of the one running before the socket is no longer read: a
@@ -160,6 +161,8 @@ export class DrainableServer {
     // http.Server#close (Node >= 19) also destroys idle sockets at once, and a destroy that
     // races a request already on the wire answers it with a reset. Close just the listener.
     net.Server.prototype.close.call(this.server);
+    const spanEvent = eventsOfCurrentSpan();
+    spanEvent('listener closed', { 'http.sockets': this.sockets.size, 'http.requests_in_flight': this.inFlight });
     for (const [socket, { current }] of this.sockets) {
       if (current === undefined) continue;
       // The one request running on the socket is answered in full, and the socket closes
@@ -178,7 +181,11 @@ export class DrainableServer {
               this.closeWhenFlushed(socket);
             }
           }
-          this.onIdle = resolve;
+          spanEvent('idle sockets closed', { 'http.requests_in_flight': this.inFlight });
+          this.onIdle = () => {
+            spanEvent('last request answered');
+            resolve();
+          };
           this.checkIdle();
         }),
       );

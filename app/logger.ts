@@ -88,10 +88,18 @@ process.on('exit', () => {
   writePending();
 });
 
+/** Fields every line carries from where it is logged: the trace's ids once tracing is on (app/tracing/setup.ts). */
+let mixin: () => object = () => ({});
+
+export function setLogMixin(fn: () => object): void {
+  mixin = fn;
+}
+
 export function createLogger(level: string, base: Record<string, unknown> = {}): Logger {
   return pino(
     {
       level,
+      mixin: () => mixin(),
       base: { service: 'ecs-saas-backend', ...base },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },

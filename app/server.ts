@@ -12,6 +12,11 @@ import { ensureLoginRole } from './login-role.js';
 import { migrate } from './migrate.js';
 import { ShutdownCoordinator, poolStep } from './shutdown.js';
 import { Workers, usageSummaryTask } from './workers.js';
+import { SERVICE_METRICS } from '../lib/metrics.js';
+import { emf } from './jobs/emf.js';
+import type { Logger } from './logger.js';
+import type { ShutdownStep } from './shutdown.js';
+import { inSpan, KEEP_TRACE, startTracingFor } from './tracing/trace.js';
 
 export async function runServer(config: Config): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL, { mode: 'server' });
@@ -46,9 +51,11 @@ export async function runServer(config: Config): Promise<void> {
       run: (signal) => sleep(config.PRE_STOP_DELAY_MS, undefined, { signal }).catch(() => undefined),
       pending: () => `PRE_STOP_DELAY_MS (${config.PRE_STOP_DELAY_MS} ms) to pass`,
     })
-    .add(http.shutdownStep())
+    .add(drainStep(http, logger, config.METRICS_NAMESPACE))
     .add(workers.shutdownStep())
     .add(poolStep(pool));
+  const traces = await startTracingFor(config, logger, 'ecs-saas-backend-api');
+  if (traces) shutdown.add(traces);
 
   if (config.MIGRATE_ON_START) {
     // A SIGTERM while waiting for another replica's migration ends the wait; the sequence then exits 0.
@@ -91,3 +98,22 @@ export async function runMigrate(config: Config): Promise<void> {
   }
 }
 
+
+/**
+ * The "http" step, in a span of its own (its events: the listener closed, the idle sockets
+ * closed, the last request answered), and its duration as the DrainDuration metric.
+ */
+function drainStep(http: DrainableServer, logger: Logger, namespace: string): ShutdownStep {
+  const step = http.shutdownStep();
+  const metrics = logger.child({}, { level: 'info' });
+  return {
+    ...step,
+    run: (signal) =>
+      inSpan('drain', { [KEEP_TRACE]: true }, async () => {
+        const t0 = performance.now();
+        await step.run(signal);
+        const ms = Math.round(performance.now() - t0);
+        metrics.info(emf(namespace, {}, { [SERVICE_METRICS.drainDuration]: { value: ms, unit: 'Milliseconds' } }), `metrics: drained in ${ms} ms`);
+      }),
+  };
+}

@@ -1,7 +1,8 @@
 /**
  * The shutdown coordinator: one ordered sequence of steps under one deadline.
  *
- * The server registers readiness → http → workers → pool; a job registers job → pool. The
+ * The server registers readiness → http → workers → pool; a job registers job → pool; with
+ * tracing on, both add traces last (the spans still queued, app/tracing/setup.ts). The
  * coordinator always ends with the log flush. Each step is logged with its duration. A clean
  * sequence exits with `exitCode` as soon as the last step is done. At the deadline the log
  * names the step still running and what it waits for, every step's `force()` runs (sockets

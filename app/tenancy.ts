@@ -15,6 +15,8 @@
 import type pg from 'pg';
 import type { Pool } from './db.js';
 import { checkin, checkout, type Lease } from './deadline.js';
+import { querySpan, statementSummary, tracedQueryable } from './tracing/query-span.js';
+import { inSpan, tracingOn } from './tracing/trace.js';
 
 /** The role the policies bind for an account; created by the security migration. */
 export const APP_ROLE = 'ecs_saas_app';
@@ -55,7 +57,13 @@ export type Queryable = Pick<pg.ClientBase, 'query'>;
  * Runs `fn` in one transaction under `identity`; commits when it resolves, rolls back when it
  * throws. `lease`: the request's deadline (app/deadline.ts), which may close the connection. BEGIN, the role and the identity go out in one round trip.
  */
-export async function withIdentity<T>(pool: Pool, identity: Identity, fn: (db: Queryable) => Promise<T>, lease?: Lease): Promise<T> {
+export function withIdentity<T>(pool: Pool, identity: Identity, fn: (db: Queryable) => Promise<T>, lease?: Lease): Promise<T> {
+  if (!tracingOn()) return inTransaction(pool, identity, fn, lease);
+  // The tenancy batch's span: the wait for a connection, the identity, each statement, the commit.
+  return inSpan('tenancy transaction', { 'tenancy.identity': identity.kind }, () => inTransaction(pool, identity, (db) => fn(tracedQueryable(db)), lease));
+}
+
+async function inTransaction<T>(pool: Pool, identity: Identity, fn: (db: Queryable) => Promise<T>, lease: Lease | undefined): Promise<T> {
   const client = await checkout(pool, lease);
   const known = preparedStatements(client);
   const { sql: identitySql, prepared } = identityStatement(identity, known);
@@ -93,9 +101,15 @@ export async function withIdentity<T>(pool: Pool, identity: Identity, fn: (db: Q
  * with EXECUTE, so its plan, row-level policies included, is not made again on every
  * request; that protocol takes no parameters, so EXECUTE's arguments are quoted literals.
  */
-export async function queryAs<R extends pg.QueryResultRow>(pool: Pool, identity: Identity, sql: string, params: readonly unknown[], lease?: Lease): Promise<R[]> {
+export function queryAs<R extends pg.QueryResultRow>(pool: Pool, identity: Identity, sql: string, params: readonly unknown[], lease?: Lease): Promise<R[]> {
   let name = statementNames.get(sql);
   if (name === undefined) statementNames.set(sql, (name = `tenant_statement_${statementNames.size + 1}`));
+  if (!tracingOn()) return queryOnce(pool, identity, sql, name, params, lease);
+  const statement = name;
+  return querySpan(statementSummary(sql), { 'db.statement.name': statement, 'tenancy.identity': identity.kind }, () => queryOnce<R>(pool, identity, sql, statement, params, lease));
+}
+
+async function queryOnce<R extends pg.QueryResultRow>(pool: Pool, identity: Identity, sql: string, name: string, params: readonly unknown[], lease: Lease | undefined): Promise<R[]> {
   const client = await checkout(pool, lease);
   const known = preparedStatements(client);
   const { sql: identitySql, prepared } = identityStatement(identity, known);

@@ -35,4 +35,30 @@ export const SERVICE_METRICS = {
   workerStalled: 'WorkerStalled',
   /** 1 each probe (every 10 s, app/health.ts) that found the database unreachable or slower than the probe's limit, else 0. */
   databaseUnavailable: 'DatabaseUnavailable',
+  /** Spans the tracer dropped (its queue full, or an export failed), counted since the last report. */
+  tracesDropped: 'TracesDropped',
+  /** Milliseconds the HTTP drain took, from SIGTERM to the last request answered (one per drain). */
+  drainDuration: 'DrainDuration',
+  /** Connections of the API's pool checked out, and callers waiting for one (with every database probe). */
+  poolInUse: 'PoolInUse',
+  poolWaiting: 'PoolWaiting',
+} as const;
+
+/** The dimension of the per-route request metrics: the route's template (`GET /accounts/:id`). */
+export const ROUTE_DIMENSION = 'Route';
+
+/**
+ * Written on the request's access log line (EMF), with the ROUTE_DIMENSION. Latency is on every
+ * line (its sample count is the request count); the others only on the lines they count, so
+ * a line carries one or two metrics, not five.
+ */
+export const REQUEST_METRICS = {
+  /** Milliseconds from the request's arrival to its answer's end; its SampleCount counts requests. */
+  latency: 'Latency',
+  /** 1 per answer with a 5xx status. */
+  errors: 'Errors',
+  /** 1 per 429 (rate limited). */
+  throttled: 'Throttled',
+  /** 1 per 503 (the database pool or a statement over its limit, or draining). */
+  unavailable: 'Unavailable',
 } as const;

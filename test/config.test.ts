@@ -90,6 +90,15 @@ describe('configuration', () => {
     expect(() => loadConfig({ DATABASE_URL: 'mysql://x' })).toThrow(/DATABASE_URL="mysql:\/\/x": accepts a postgres:\/\//);
   });
 
+  it('keeps tracing off unless asked, at a small default ratio, and names a bad tracing setting', () => {
+    const c = loadConfig(DB);
+    expect([c.TRACES, c.TRACES_SAMPLE_RATIO]).toEqual(['off', 0.05]);
+    expect(loadConfig({ ...DB, TRACES: 'console', TRACES_SAMPLE_RATIO: '1' })).toMatchObject({ TRACES: 'console', TRACES_SAMPLE_RATIO: 1 });
+    expect(() => loadConfig({ ...DB, TRACES: 'jaeger' })).toThrow(/TRACES="jaeger": accepts off, console, file or xray/);
+    expect(() => loadConfig({ ...DB, TRACES_SAMPLE_RATIO: '5%' })).toThrow(/TRACES_SAMPLE_RATIO="5%": accepts a ratio from 0 to 1/);
+    expect(() => loadConfig({ ...DB, TRACES_SAMPLE_RATIO: '1.5' })).toThrow(/TRACES_SAMPLE_RATIO="1.5"/);
+  });
+
   it('refuses a pre-stop delay that leaves the drain no time', () => {
     expect(() => loadConfig({ ...DB, PRE_STOP_DELAY_MS: '5000', SHUTDOWN_TIMEOUT_MS: '5000' })).toThrow(/PRE_STOP_DELAY_MS=5000: accepts less than SHUTDOWN_TIMEOUT_MS \(5000\)/);
   });

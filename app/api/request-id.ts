@@ -1,9 +1,15 @@
 /**
- * Headers every response carries, and the request id with its access log line.
+ * Headers every response carries, and the request id with its access log line, its trace span
+ * and its route metrics.
  */
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { randomUUID } from 'node:crypto';
+import { REQUEST_METRICS, ROUTE_DIMENSION } from '../../lib/metrics.js';
+import { emf } from '../jobs/emf.js';
 import type { Logger } from '../logger.js';
+import { requestSpan } from '../tracing/request-span.js';
+import { routeOf } from './route.js';
+import { tracingOn } from '../tracing/trace.js';
 
 /** One year: browsers then keep to HTTPS between visits. */
 const HSTS_MAX_AGE_SECONDS = 31_536_000;
@@ -15,11 +21,36 @@ export const securityHeaders: RequestHandler = (req, res, next) => {
   next();
 };
 
+export interface AccessLogOptions {
+  /** CloudWatch namespace of the route metrics, which every access log line carries (EMF). */
+  readonly metricsNamespace: string;
+}
+
+/** The access log line: what was asked, how it ended, and the route's metrics in EMF. */
+function accessLine(req: Request, res: Response, id: string, ms: number, namespace: string): Record<string, unknown> {
+  const status = res.statusCode;
+  const counted = status >= 500 ? REQUEST_METRICS.errors : status === 429 ? REQUEST_METRICS.throttled : undefined;
+  const metrics: Record<string, { value: number; unit: 'Count' | 'Milliseconds' }> = { [REQUEST_METRICS.latency]: { value: ms, unit: 'Milliseconds' } };
+  if (counted !== undefined) metrics[counted] = { value: 1, unit: 'Count' };
+  if (status === 503) metrics[REQUEST_METRICS.unavailable] = { value: 1, unit: 'Count' };
+  return {
+    requestId: id,
+    method: req.method,
+    path: req.path,
+    status,
+    ms,
+    completed: res.writableFinished,
+    ...emf(namespace, { [ROUTE_DIMENSION]: routeOf(req) }, metrics),
+  };
+}
+
 /**
  * The caller's X-Request-Id, else the ALB's X-Amzn-Trace-Id, else a new one. It is echoed
- * back and carried by the access log line, written when the response ends.
+ * back and carried by the access log line, written when the response ends. With tracing on,
+ * the rest of the request runs in its server span (app/tracing/request-span.ts), and the
+ * access line carries the span's trace id.
  */
-export function requestId(logger: Logger): RequestHandler {
+export function requestId(logger: Logger, { metricsNamespace }: AccessLogOptions): RequestHandler {
   return (req, res, next) => {
     const id = headerValue(req.headers['x-request-id']) ?? headerValue(req.headers['x-amzn-trace-id']) ?? randomUUID();
     res.setHeader('X-Request-Id', id);
@@ -27,14 +58,16 @@ export function requestId(logger: Logger): RequestHandler {
     res.setHeader('Cache-Control', 'no-store');
     res.locals.requestId = id;
     const t0 = performance.now();
+    const span = tracingOn() ? requestSpan(req, res) : undefined;
     // 'close' is emitted once per response: `on` spares the wrapper `once` makes.
     res.on('close', () => {
-      logger.info(
-        { requestId: id, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(performance.now() - t0), completed: res.writableFinished },
-        'request',
-      );
+      const line = accessLine(req, res, id, Math.round(performance.now() - t0), metricsNamespace);
+      if (span === undefined) return logger.info(line, 'request');
+      span.run(() => logger.info(line, 'request'));
+      span.end();
     });
-    next();
+    if (span === undefined) next();
+    else span.run(next);
   };
 }
 

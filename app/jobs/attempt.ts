@@ -11,6 +11,7 @@ import type { JobContext } from './handler.js';
 import { Stop, stopOf } from './outcome.js';
 import { formatProgress } from './progress.js';
 import type { RunState } from './run-state.js';
+import { BatchSpans } from './run-span.js';
 
 /**
  * After SIGTERM or the timeout, the handler has this share of SHUTDOWN_TIMEOUT_MS to finish
@@ -30,6 +31,7 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
   s.phase = 'working';
   s.progress.begin(checkpoint === undefined);
   s.progressLine.start();
+  const batches = new BatchSpans(s.job.name);
 
   const ctx: JobContext<unknown> = {
     job: s.job,
@@ -47,6 +49,7 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
         await db.query(`UPDATE job_runs SET checkpoint = $2, processed = $3, total = $4, heartbeat_at = now() WHERE id = $1`, [runId, JSON.stringify(next), processed, s.progress.total]);
         s.lastCheckpoint = next;
         committed = next;
+        batches.checkpoint(processed);
         return;
       }
       // In the handler's transaction, whose role (the operator's) may not write job_runs: the role
@@ -58,6 +61,7 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
       if (results[1]?.rowCount !== 1) throw new Error(`run #${runId} is no longer "running": its checkpoint was not saved`);
       s.lastCheckpoint = next;
       inTransaction = true;
+      batches.checkpoint(processed);
     },
   };
   // The last checkpoint known to be committed, and whether one was written in a transaction
@@ -115,6 +119,7 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
     }
     return { kind: 'error', error: errorText(err), disconnected: false };
   } finally {
+    batches.end();
     open = false;
     clearInterval(heartbeat);
     await beating;

@@ -13,6 +13,8 @@ import { backoffMs } from './backoff.js';
 import { failRun, stopOf, type RunOutcome } from './outcome.js';
 import { RECONNECT, backInReach, nextWaitMs, outOfReach } from './reconnect.js';
 import type { RunState } from './run-state.js';
+import { SpanStatusCode } from '@opentelemetry/api';
+import { inSpan, spanEvent } from '../tracing/trace.js';
 
 export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutcome | typeof RECONNECT> {
   const { rows } = await db.query<{ attempt: number; status: string; checkpoint: unknown }>(
@@ -44,7 +46,12 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
       `${s.job.name} attempt ${attemptNo} started (run #${runId}, ${s.failures} of ${s.job.retries} retries used): ${s.period}`,
     );
 
-    const result = await runAttempt(s, db, runId, i, checkpoint, log);
+    const result = await inSpan(`${s.job.name} attempt`, { 'job.attempt': attemptNo, 'job.run_id': runId, 'job.resumed': checkpoint !== undefined }, async (span) => {
+      const r = await runAttempt(s, db, runId, i, checkpoint, log);
+      span.setAttribute('job.attempt.result', r.kind);
+      if (r.kind === 'error') span.setStatus({ code: SpanStatusCode.ERROR, message: r.error });
+      return r;
+    });
     checkpoint = s.lastCheckpoint;
     const p = s.progress.snapshot();
     if (result.kind === 'succeeded') {
@@ -86,6 +93,7 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
     const left = maxAttempts - s.failures;
     const delay = backoffMs(s.o.config.JOB_RETRY_BACKOFF_MS, s.failures);
     log.warn({ err: result.error, retryInMs: delay }, `${s.job.name} attempt ${attemptNo} failed: ${result.error}; retrying in ${delay} ms (${left} retr${left === 1 ? 'y' : 'ies'} left)`);
+    spanEvent('retry', { 'job.attempt': attemptNo, 'job.retry_in_ms': delay, 'job.retries_left': left });
     s.phase = 'waiting to retry';
     try {
       await sleep(delay, undefined, { signal: s.stop });

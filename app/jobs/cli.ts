@@ -2,7 +2,7 @@
  * `node dist/app/main.js <job> [--scheduled-time ISO] [--force]`: runs one scheduled job
  * through the runner and exits with its outcome's code (app/errors.ts EXIT).
  *
- * The process registers two shutdown steps, job → pool. SIGTERM (ECS StopTask, a Spot
+ * The process registers two shutdown steps, job → pool (then traces, with tracing on). SIGTERM (ECS StopTask, a Spot
  * interruption, a deploy) aborts the job's signal; the job step waits for the runner to
  * record the run `interrupted` and release its locks; the pool closes; the logs flush; the
  * process exits 3, all under SHUTDOWN_TIMEOUT_MS. A run that ends by itself goes through
@@ -17,6 +17,7 @@ import { ShutdownCoordinator, poolStep } from '../shutdown.js';
 import { EXIT } from '../errors.js';
 import type { JobArgs } from './args.js';
 import { HANDLERS } from './registry.js';
+import { startTracingFor } from '../tracing/trace.js';
 import { JobRunner, LOCK_CONNECTIONS, exitCodeOf } from './runner.js';
 
 /** Runs job `name` for its parsed arguments (app/jobs/args.ts). */
@@ -37,7 +38,8 @@ export async function runJobCommand(name: string, jobArgs: JobArgs, config: Conf
   // The locks' connections open while the handler loads, side by side, instead of one after the
   // other as the lock protocol asks for them.
   void openConnections(pool, LOCK_CONNECTIONS);
-  const handler = await HANDLERS[name as JobName]();
+  // Tracing loads beside the handler, after the job's first line.
+  const [handler, traces] = await Promise.all([HANDLERS[name as JobName](), startTracingFor(config, logger, 'ecs-saas-backend-jobs')]);
   // Exit 1 tells the execution "failed, alerted": only true once the runner's alert went out.
   let runner: JobRunner | undefined;
   const failureCode = () => (runner?.alerted ? EXIT.failure : EXIT.unalerted);
@@ -73,6 +75,7 @@ export async function runJobCommand(name: string, jobArgs: JobArgs, config: Conf
       force: () => running.forceRelease(),
     })
     .add(poolStep(pool));
+  if (traces) shutdown.add(traces);
 
   const result = await outcome;
   // On SIGTERM the sequence is already under way, and the job step sets the exit code.

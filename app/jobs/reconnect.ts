@@ -20,6 +20,7 @@ import { errorText } from '../shutdown.js';
 import { backoffMs, MAX_BACKOFF_MS } from './backoff.js';
 import { failRun, stopOf, type RunOutcome } from './outcome.js';
 import type { RunState } from './run-state.js';
+import { spanEvent } from '../tracing/trace.js';
 
 /** The number of tries whose full backoffs make the reconnect budget. */
 export const RECONNECT_TRIES = 8;
@@ -74,6 +75,7 @@ export async function reconnecting(s: RunState, session: Session): Promise<RunOu
       lastError = errorText(err);
       outOfReach(s);
       s.log.warn({ err: lastError }, `the database connection failed (${lastError})`);
+      spanEvent('database connection lost');
     } finally {
       // A lock whose connection died is gone; the live ones are released to be taken again.
       await Promise.all(s.locks.map((lock) => lock.release()));
@@ -83,6 +85,7 @@ export async function reconnecting(s: RunState, session: Session): Promise<RunOu
     if (over) {
       throw new Error(`the database stayed unreachable for ${outMs} ms through ${tries - 1} tries (the budget is ${budgetMs} ms): ${lastError}`);
     }
+    spanEvent('reconnect', { 'job.reconnect_try': tries, 'job.reconnect_in_ms': delay, 'job.out_of_reach_ms': outMs });
     s.phase = 'reconnecting';
     s.log.warn(
       { reconnectTry: tries, inMs: delay, outMs, budgetMs },

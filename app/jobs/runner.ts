@@ -19,6 +19,7 @@ import { failRun, Stop, stoppedBeforeStart, stopOf, type RunOutcome } from './ou
 import { RECONNECT, reconnecting } from './reconnect.js';
 import { alreadyDone, takeJobLock, takeRunLock } from './run-locks.js';
 import { RunState, type RunnerOptions } from './run-state.js';
+import { inRunSpan } from './run-span.js';
 import { settlePreviousRuns } from './settle.js';
 import { formatProgress } from './progress.js';
 
@@ -61,7 +62,12 @@ export class JobRunner {
     for (const lock of this.s.locks) lock.destroy();
   }
 
-  async run(): Promise<RunOutcome> {
+  /** The run, in its trace (app/jobs/run-span.ts). */
+  run(): Promise<RunOutcome> {
+    return inRunSpan(this.s, () => this.runTraced());
+  }
+
+  private async runTraced(): Promise<RunOutcome> {
     const s = this.s;
     s.startedAt = performance.now();
     const timer = setTimeout(

@@ -127,7 +127,11 @@ export function jobStateMachineDefinition(p: JobDefinitionProps): Record<string,
             AwsvpcConfiguration: { Subnets: [...p.subnetIds], SecurityGroups: [...p.securityGroupIds], AssignPublicIp: 'DISABLED' },
           },
           Overrides: {
-            ContainerOverrides: [{ Name: CONTAINER.name, Environment: [{ Name: 'SCHEDULED_TIME', 'Value.$': '$.scheduledTime' }] }],
+            ContainerOverrides: [{ Name: CONTAINER.name, Environment: [
+              { Name: 'SCHEDULED_TIME', 'Value.$': '$.scheduledTime' },
+              // The run's trace names the execution that started it.
+              { Name: 'SFN_EXECUTION_ARN', 'Value.$': '$$.Execution.Id' },
+            ] }],
           },
         },
         TimeoutSeconds: backstop,

@@ -29,6 +29,8 @@ import { ServiceMonitoring } from './service-monitoring.js';
 import { ReleaseSmokeTest } from './release-smoke-test.js';
 import { onlyServicesGetGrants } from './guard.js';
 import { JOBS_TABLE, Problems, throwIfAnyProblems } from './validation.js';
+import { ApiDashboard } from './api-dashboard.js';
+import { grantTraces, TRACES_ENVIRONMENT } from './traces.js';
 import { ApiFirewall, validateApiFirewallProps, type ApiFirewallProps } from './waf.js';
 import { validateWebServiceProps, WebService, type WebServiceProps } from './web-service.js';
 
@@ -162,6 +164,8 @@ export class BackendStack extends Stack {
   public readonly serviceMonitoring: ServiceMonitoring;
   /** With canary deploys, the lifecycle hook that smoke-tests each new revision before production traffic. */
   public readonly releaseSmokeTest: ReleaseSmokeTest | undefined;
+  /** The API's dashboard: requests, errors and latency per route, the pool, the drains, the alarms. */
+  public readonly apiDashboard: ApiDashboard;
   /** The web ACL in front of the load balancer; undefined unless `waf` is set. */
   public readonly firewall: ApiFirewall | undefined;
 
@@ -249,6 +253,7 @@ export class BackendStack extends Stack {
         ENABLE_DEBUG_ROUTES: 'false',
         // The RDS CA bundle's path is set in the image (NODE_EXTRA_CA_CERTS in the Dockerfile).
         DB_SSL: DATABASE_DEFAULTS.ssl,
+        ...TRACES_ENVIRONMENT,
       },
       secrets: this.database.containerSecrets,
     };
@@ -306,6 +311,17 @@ export class BackendStack extends Stack {
       namePrefix: this.stackName,
       metricsNamespace,
     });
+
+    const m = this.serviceMonitoring;
+    this.apiDashboard = new ApiDashboard(this, 'ApiDashboard', {
+      metricsNamespace,
+      namePrefix: this.stackName,
+      // The canary deploy's rollback alarms first (per target group), then the ones that page.
+      alarms: [...m.deploymentAlarms.serverErrorRates, ...m.deploymentAlarms.latencies, m.serverErrors, m.unhealthyTargets, m.p99Latency, m.noHealthyTargets, m.databaseUnavailable, m.workerStalled],
+    });
+    for (const role of [this.webService.taskDefinition.taskRole, this.scheduledJobs.taskRole, this.scheduledJobs.exportTaskRole]) {
+      if (role) grantTraces(role);
+    }
 
     // The migrations task has applied them before the service's update begins (see Migrations).
     this.webService.container.addEnvironment('MIGRATE_ON_START', 'false');

@@ -166,7 +166,7 @@ describe('scheduled jobs, the jobs table as shipped', () => {
       expect(vpc.Subnets.map((ref: string) => passed(s, job.name, ref.slice(1, -1)))).toEqual([
         { Ref: expect.stringMatching(/^VpcPrivateSubnet1/) }, { Ref: expect.stringMatching(/^VpcPrivateSubnet2/) },
       ]);
-      expect(p.Overrides.ContainerOverrides).toEqual([{ Name: CONTAINER.name, Environment: [{ Name: 'SCHEDULED_TIME', 'Value.$': '$.scheduledTime' }] }]);
+      expect(p.Overrides.ContainerOverrides).toEqual([{ Name: CONTAINER.name, Environment: [{ Name: 'SCHEDULED_TIME', 'Value.$': '$.scheduledTime' }, { Name: 'SFN_EXECUTION_ARN', 'Value.$': '$$.Execution.Id' }] }]);
       expect(runTask.TimeoutSeconds).toBe(backstopSeconds(job, JOB_DEFAULTS.stopTimeoutSeconds));
       expect(runTask.TimeoutSeconds).toBe(job.timeoutSeconds + TASK_START_ALLOWANCE_SECONDS + JOB_DEFAULTS.stopTimeoutSeconds);
       const start = definitionOf(t).States.Start.Parameters;

@@ -9,6 +9,7 @@ import { JOBS } from '../../lib/jobs.js';
 import { settingsFromContext } from '../../lib/constructs/settings.js';
 import { BackendStack } from '../../lib/constructs/stack.js';
 import { errorMessage, newApp, NOW, resources, synth, type Synthesized } from './synth.js';
+import { TRACE_ACTIONS } from '../../lib/constructs/traces.js';
 
 const DB_SECRETS = { DB_HOST: 'host', DB_PORT: 'port', DB_NAME: 'dbname', DB_USER: 'username', DB_PASSWORD: 'password' };
 /** The migrations task's: the login role it creates or updates. */
@@ -110,7 +111,10 @@ describe('IAM', () => {
     expect(wildcards.some((w) => w.actions.some((a) => a.includes('*')))).toBe(false);
   });
 
-  it('lets the jobs\' task role publish to the alert topic and nothing else, and only export jobs upload exports', () => {
+  /** Every task role's one X-Ray statement: write spans (X-Ray has no resource type for it). */
+  const traces = { actions: [...TRACE_ACTIONS].sort(), resource: '"*"' };
+
+  it('lets the jobs\' task role publish to the alert topic and send its traces, nothing else, and only export jobs upload exports', () => {
     for (const job of JOBS.filter((j) => j.enabled)) {
       const roleId = jobTaskRole(s, job.name);
       expect(roleId).toMatch(job.usesExportBucket ? /^JobsExportTaskRole/ : /^JobsTaskRole/);
@@ -119,18 +123,19 @@ describe('IAM', () => {
         { actions: ['sns:Publish'], resource: expect.stringMatching(/^\{"Ref":"AlertsTopic/) },
         { actions: ['kms:Decrypt', 'kms:GenerateDataKey'], resource: expect.stringMatching(/AlertsKey/) },
         ...(job.usesExportBucket ? [{ actions: ['s3:PutObject'], resource: expect.stringMatching(/ExportBucket/) }] : []),
+        traces,
       ];
       expect(statements).toEqual(expected);
     }
   });
 
-  it('keeps the API\'s task role separate from the jobs\' and grants it nothing', () => {
+  it('keeps the API\'s task role separate from the jobs\' and grants it nothing but sending its traces', () => {
     const taskDefs = Object.entries(resources(s.template, 'AWS::ECS::TaskDefinition'));
     const apiRole = taskDefs.find(([id]) => id.startsWith('Api'))![1].Properties.TaskRoleArn['Fn::GetAtt'][0];
     const jobRoles = JOBS.filter((j) => j.enabled).map((j) => jobTaskRole(s, j.name));
     expect(jobRoles.length).toBeGreaterThan(0);
     expect(jobRoles).not.toContain(apiRole);
-    expect(policyOfRole(s, apiRole)).toEqual([]);
+    expect(policyOfRole(s, apiRole).map((st) => ({ actions: list(st.Action).sort(), resource: JSON.stringify(st.Resource) }))).toEqual([traces]);
   });
 });
 

@@ -1,0 +1,100 @@
+/**
+ * What the rest of the container uses to trace: the tracer, spans around async work, and the
+ * current trace's ids for the log lines. Only @opentelemetry/api, which does nothing until a
+ * tracer provider is registered (app/tracing/setup.ts, when TRACES is not off): with tracing
+ * off, a span here is the API's shared no-op span, and the log lines carry no ids.
+ */
+import { SpanKind, SpanStatusCode, trace, type Attributes, type Span } from '@opentelemetry/api';
+
+export type { Attributes, Span };
+
+export const tracer = trace.getTracer('ecs-saas-backend');
+
+/** The current span's trace id in X-Ray's format (1-<8 hex>-<24 hex>), as CloudWatch and X-Ray show it. */
+export function xrayTraceId(hex: string): string {
+  return `1-${hex.slice(0, 8)}-${hex.slice(8)}`;
+}
+
+/** A root span's attribute that keeps its whole trace, sampled or not (a job run, a drain). */
+export const KEEP_TRACE = 'trace.keep';
+
+/**
+ * The log line's trace fields (pino's mixin): `trace_id` in X-Ray's format and `span_id`,
+ * the names CloudWatch's trace-to-log correlation reads; nothing outside a recorded span.
+ */
+export function traceFields(): Record<string, string> {
+  const span = trace.getActiveSpan();
+  // A new object each time: pino merges the line's fields into it.
+  if (span === undefined || !span.isRecording()) return {};
+  const { traceId, spanId } = span.spanContext();
+  return { trace_id: xrayTraceId(traceId), span_id: spanId };
+}
+
+/**
+ * Marks `span` failed, saying what kind of error it was and never its message: a database
+ * error's message can quote a value it refused (`invalid input syntax for type bigint: "..."`),
+ * which may be a caller's input. A database error is named by its SQLSTATE.
+ */
+export function failSpan(span: Span, err: unknown): void {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  const message = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? `SQLSTATE ${code}` : err instanceof Error ? err.name : 'error';
+  span.setStatus({ code: SpanStatusCode.ERROR, message });
+}
+
+/** Runs `fn` in a new child span of the current one, ended when `fn` settles; a rejection marks it failed. */
+export function inSpan<T>(name: string, attributes: Attributes, fn: (span: Span) => Promise<T>, kind: SpanKind = SpanKind.INTERNAL): Promise<T> {
+  return tracer.startActiveSpan(name, { attributes, kind }, async (span) => {
+    try {
+      return await fn(span);
+    } catch (err) {
+      failSpan(span, err);
+      throw err;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/** An event on the current span, if one is recording. */
+export function spanEvent(name: string, attributes?: Attributes): void {
+  trace.getActiveSpan()?.addEvent(name, attributes);
+}
+
+/** Adds events to the span current now, from callbacks that run in other contexts (a socket's 'close'). */
+export function eventsOfCurrentSpan(): (name: string, attributes?: Attributes) => void {
+  const span = trace.getActiveSpan();
+  return (name, attributes) => span?.addEvent(name, attributes);
+}
+
+let on = false;
+
+/** True once tracing is on: the request path starts its spans only then, so off costs nothing. */
+export function tracingOn(): boolean {
+  return on;
+}
+
+/** What the "traces" shutdown step and the settings need from the configuration. */
+export interface TracingConfig {
+  readonly TRACES: 'off' | 'console' | 'file' | 'xray';
+  readonly TRACES_SAMPLE_RATIO: number;
+  readonly TRACES_FILE: string;
+  readonly METRICS_NAMESPACE: string;
+  readonly SHUTDOWN_TIMEOUT_MS: number;
+}
+
+/**
+ * Starts tracing as TRACES says, after the process's first log line; returns its shutdown
+ * step ("traces", to run after the pool's), or undefined when off. The SDK is only loaded here.
+ */
+export async function startTracingFor(config: TracingConfig, logger: import('../logger.js').Logger, service: string): Promise<import('../shutdown.js').ShutdownStep | undefined> {
+  if (config.TRACES === 'off') return undefined;
+  const { exporterFor, startTracing } = await import('./setup.js');
+  const tracing = startTracing(config, logger, service, await exporterFor(config));
+  on = true;
+  return tracing.step;
+}
+
+/** For the tests, which start tracing with an exporter of their own. */
+export function markTracingOn(): void {
+  on = true;
+}

@@ -1,0 +1,250 @@
+/**
+ * Tracing, with the spans caught by an in-memory exporter (in process) or a file (the real
+ * container): one request makes one trace, its server span and the spans of its tenancy
+ * batch and statements, continuing its caller's trace; its id is on the access log line; a
+ * job run makes one trace named by its run key; no attribute of a fuzzed run holds a key, a
+ * password, a body or an email; an exporter that hangs or refuses slows no request and
+ * breaks no drain.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import fc from 'fast-check';
+import { ROOT_CONTEXT, trace as otelTrace } from '@opentelemetry/api';
+import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../app/logger.js';
+import { KeepingProcessor } from '../app/tracing/keeping-processor.js';
+import { keepingSampler } from '../app/tracing/sampler.js';
+import { startTracing } from '../app/tracing/setup.js';
+import { runTraceId } from '../app/tracing/trace-ids.js';
+import { xrayTraceId } from '../app/tracing/trace.js';
+import { startApi, type InProcessApi } from './helpers/api.js';
+import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { NIGHTLY_TIME, runJob } from './helpers/jobs.js';
+import { startServer, type LogLine } from './helpers/process.js';
+
+const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const exporter = new InMemorySpanExporter();
+const tracing = startTracing(
+  { TRACES: 'console', TRACES_SAMPLE_RATIO: 1, TRACES_FILE: '', METRICS_NAMESPACE: 'Test', SHUTDOWN_TIMEOUT_MS: 10_000 },
+  createLogger('silent'),
+  'test',
+  exporter,
+);
+
+let db: TestDatabase;
+let api: InProcessApi;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  api = await startApi({ DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY });
+});
+afterAll(async () => {
+  await api.stop();
+  await db.drop();
+});
+
+async function call(key: string, method: string, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${api.base}${p}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text.startsWith('{') ? JSON.parse(text) : text };
+}
+
+/** The spans exported since the last call (the queue is flushed first). */
+async function takeSpans(): Promise<ReadableSpan[]> {
+  await tracing.processor.flush(AbortSignal.timeout(5_000));
+  const spans = exporter.getFinishedSpans();
+  exporter.reset();
+  return spans;
+}
+
+let seq = 0;
+async function newAccountWithKey(): Promise<{ id: string; key: string; email: string }> {
+  const email = `trace${++seq}-${Date.now()}@example.com`;
+  const account = await call(ADMIN_KEY, 'POST', '/accounts', { name: 'Traced', email });
+  expect(account.status).toBe(201);
+  const minted = await call(ADMIN_KEY, 'POST', `/accounts/${account.body.id}/api-keys`);
+  expect(minted.status).toBe(201);
+  return { id: account.body.id, key: minted.body.key, email };
+}
+
+const traceIds = (spans: ReadableSpan[]) => new Set(spans.map((s) => s.spanContext().traceId));
+
+describe('a request', () => {
+  it('makes one trace: a server span named by its route, with its status and account, and its statements beneath', async () => {
+    const { id, key } = await newAccountWithKey();
+    await takeSpans();
+    expect((await call(key, 'GET', `/accounts/${id}`)).status).toBe(200);
+    const spans = await takeSpans();
+    expect(traceIds(spans).size).toBe(1);
+    const server = spans.find((s) => s.parentSpanContext === undefined)!;
+    expect(server.name).toBe('GET /accounts/:id');
+    expect(server.attributes).toMatchObject({ 'http.route': 'GET /accounts/:id', 'http.response.status_code': 200, 'account.id': id });
+    const statements = spans.filter((s) => s.attributes['db.system.name'] === 'postgresql');
+    expect(statements.length).toBeGreaterThan(0);
+    for (const s of statements) expect(s.name).toMatch(/^(SELECT|EXECUTE|INSERT|UPDATE|DELETE)( [a-z_]+)?$/);
+    // Every span hangs off the server span.
+    const byId = new Map(spans.map((s) => [s.spanContext().spanId, s]));
+    for (const s of spans) {
+      let at: ReadableSpan | undefined = s;
+      while (at?.parentSpanContext) at = byId.get(at.parentSpanContext.spanId);
+      expect(at).toBe(server);
+    }
+  });
+
+  it('continues the caller\'s trace from traceparent, and from the ALB\'s Root-only X-Amzn-Trace-Id', async () => {
+    const { id, key } = await newAccountWithKey();
+    await takeSpans();
+    const w3c = '0af7651916cd43dd8448eb211c80319c';
+    await call(key, 'GET', `/accounts/${id}`, undefined, { traceparent: `00-${w3c}-b7ad6b7169203331-01` });
+    expect([...traceIds(await takeSpans())]).toEqual([w3c]);
+    const alb = '5759e988bd862e3fe1be46a994272793';
+    await call(key, 'GET', `/accounts/${id}`, undefined, { 'x-amzn-trace-id': `Root=1-${alb.slice(0, 8)}-${alb.slice(8)}` });
+    const spans = await takeSpans();
+    expect(traceIds(spans).size).toBe(1);
+    expect(xrayTraceId([...traceIds(spans)][0]!)).toBe(`1-${alb.slice(0, 8)}-${alb.slice(8)}`);
+  });
+
+  it('puts no key, password, body or email in any attribute or event, across a fuzzed run', async () => {
+    const secrets: string[] = [ADMIN_KEY, 'test-login-password'];
+    const { id, key, email } = await newAccountWithKey();
+    secrets.push(key, email);
+    await fc.assert(
+      fc.asyncProperty(fc.string({ minLength: 6, maxLength: 40 }), fc.emailAddress(), fc.string({ minLength: 6, maxLength: 30 }), async (name, mail, idem) => {
+        const marker = `${name}|${mail}|${idem}`;
+        secrets.push(mail);
+        if (name.trim().length >= 6) secrets.push(name);
+        if (idem.trim().length >= 6) secrets.push(idem);
+        await call(ADMIN_KEY, 'POST', '/accounts', { name, email: mail });
+        await call(key, 'POST', `/accounts/${id}/usage`, { metric: 'api.calls', quantity: 1, idempotencyKey: idem });
+        await call(key, 'POST', `/accounts/${id}/usage`, `{"metric":${JSON.stringify(marker)}`);
+        await call(`sbk_${'x'.repeat(43)}`, 'GET', `/accounts/${id}?email=${encodeURIComponent(mail)}`);
+      }),
+      { numRuns: 25 },
+    );
+    const spans = await takeSpans();
+    expect(spans.length).toBeGreaterThan(100);
+    const values = spans.flatMap((s) => [s.name, s.status.message ?? '', ...Object.values(s.attributes), ...s.events.flatMap((e) => [e.name, ...Object.values(e.attributes ?? {})])]).map(String);
+    const leaks = secrets.filter((secret) => values.some((v) => v.includes(secret)));
+    expect(leaks).toEqual([]);
+  });
+});
+
+describe('keeping', () => {
+  it('exports an unsampled trace whole when one of its spans failed, and lets a clean one go', async () => {
+    const kept = new InMemorySpanExporter();
+    const processor = new KeepingProcessor(kept, () => {});
+    const tracer = new BasicTracerProvider({ sampler: keepingSampler(0), spanProcessors: [processor] }).getTracer('t');
+    for (const fail of [false, true]) {
+      const root = tracer.startSpan(fail ? 'failing' : 'clean');
+      const child = tracer.startSpan('child', {}, otelTrace.setSpan(ROOT_CONTEXT, root));
+      if (fail) child.setStatus({ code: 2, message: 'boom' });
+      child.end();
+      root.end();
+    }
+    await processor.flush(AbortSignal.timeout(5_000));
+    expect(kept.getFinishedSpans().map((s) => s.name).sort()).toEqual(['child', 'failing']);
+    await processor.shutdown();
+  });
+});
+
+describe('the container', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'traces-'));
+  const spansIn = (file: string) =>
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { traceId: string; spanId: string; name: string; parentSpanId?: string; attributes: Record<string, unknown> });
+
+  it('writes a request\'s trace id on its access log line, and its spans under that id', async () => {
+    const file = path.join(dir, 'server.jsonl');
+    const { id, key } = await newAccountWithKey();
+    const server = await startServer({ DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY, ENABLE_WORKERS: 'false', TRACES: 'file', TRACES_FILE: file, TRACES_SAMPLE_RATIO: '1' });
+    const res = await fetch(`${server.url}/accounts/${id}`, { headers: { authorization: `Bearer ${key}` } });
+    expect(res.status).toBe(200);
+    const access = await server.waitForLog((l: LogLine) => l.msg === 'request' && l.path === `/accounts/${id}`);
+    expect(access.trace_id).toMatch(/^1-[0-9a-f]{8}-[0-9a-f]{24}$/);
+    server.kill('SIGTERM');
+    expect((await server.exited).code).toBe(0);
+    const steps = server.logs.filter((l) => /^shutdown: \w+ done in/.test(l.msg)).map((l) => l.step);
+    expect(steps).toEqual(['readiness', 'http', 'workers', 'pool', 'traces']);
+    const spans = spansIn(file).filter((s) => s.traceId === access.trace_id);
+    expect(spans.find((s) => s.parentSpanId === undefined)?.name).toBe('GET /accounts/:id');
+    expect(spans.length).toBeGreaterThan(1);
+    const drain = spansIn(file).find((s) => s.name === 'drain') as { events?: { name: string }[] } | undefined;
+    expect(drain?.events?.map((e) => e.name)).toEqual(['listener closed', 'idle sockets closed', 'last request answered']);
+  });
+
+  it('makes one trace of a job run, its id derived from the run key, with its attempt, and on the run\'s log lines', async () => {
+    const file = path.join(dir, 'job.jsonl');
+    const execution = 'arn:aws:states:eu-west-1:123456789012:execution:Test-billing-run:run-1';
+    const { code, logs } = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], { TRACES: 'file', TRACES_FILE: file, TRACES_SAMPLE_RATIO: '0', SFN_EXECUTION_ARN: execution });
+    expect(code).toBe(0);
+    const spans = spansIn(file);
+    const expected = xrayTraceId(runTraceId('billing-run', new Date(NIGHTLY_TIME)));
+    expect(new Set(spans.map((s) => s.traceId))).toEqual(new Set([expected]));
+    const root = spans.find((s) => s.parentSpanId === undefined)!;
+    expect(root.name).toBe('job billing-run');
+    expect(root.attributes['job.run_key']).toBe(`billing-run@${NIGHTLY_TIME}`);
+    expect(root.attributes['aws.step_functions.execution.arn']).toBe(execution);
+    const attempt = spans.find((s) => s.name === 'billing-run attempt')!;
+    expect(attempt.attributes['job.attempt']).toBe(1);
+    const batches = spans.filter((s) => s.name === 'billing-run batch');
+    expect(batches.length).toBeGreaterThan(0);
+    for (const b of batches) expect(b.parentSpanId).toBe(attempt.spanId);
+    expect(logs.find((l) => /attempt 1 started/.test(l.msg))?.trace_id).toBe(expected);
+  });
+
+  /** An OTLP endpoint that never answers, or a port where nothing listens. */
+  async function endpoint(kind: 'hangs' | 'refuses'): Promise<{ url: string; close(): void }> {
+    const server: Server = createServer(() => {});
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    if (kind === 'refuses') await new Promise((resolve) => server.close(resolve));
+    return { url: `http://127.0.0.1:${port}`, close: () => server.closeAllConnections?.() ?? server.close() };
+  }
+
+  it.each(['hangs', 'refuses'] as const)('answers requests promptly and drains cleanly when the exporter %s', async (kind) => {
+    const otlp = await endpoint(kind);
+    const { id, key } = await newAccountWithKey();
+    const server = await startServer({
+      DATABASE_URL: db.url,
+      ADMIN_API_KEY: ADMIN_KEY,
+      ENABLE_WORKERS: 'false',
+      TRACES: 'xray',
+      TRACES_SAMPLE_RATIO: '1',
+      AWS_REGION: 'eu-west-1',
+      AWS_ENDPOINT_URL_XRAY: otlp.url,
+      AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
+      AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
+      SHUTDOWN_TIMEOUT_MS: '10000',
+    });
+    // Past the first export's tick: later requests queue behind an export that is stuck or failed.
+    const slowest = { ms: 0 };
+    const until = Date.now() + 2_500;
+    while (Date.now() < until) {
+      const t0 = performance.now();
+      const res = await fetch(`${server.url}/accounts/${id}`, { headers: { authorization: `Bearer ${key}` } });
+      expect(res.status).toBe(200);
+      slowest.ms = Math.max(slowest.ms, performance.now() - t0);
+    }
+    // Generous for a loaded machine; a request waiting on the exporter would take its 5-s timeout.
+    expect(slowest.ms).toBeLessThan(2_000);
+    // The spans that could not go out are counted, in the metric the dashboard and the runbook read.
+    const dropped = await server.waitForLog((l) => typeof l.TracesDropped === 'number', 30_000);
+    expect(dropped.TracesDropped).toBeGreaterThan(0);
+    const t0 = Date.now();
+    server.kill('SIGTERM');
+    const { code } = await server.exited;
+    otlp.close();
+    expect(code).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+  });
+});
