@@ -324,8 +324,10 @@ export class ScheduledJobs extends Construct {
     });
 
     const deadLetterQueue = new sqs.Queue(scope, 'DeadLetterQueue', {
-      // Named only for a schedule, whose role's grant goes by the name (a rule's queue keeps its generated name).
-      queueName: startsBySchedule(job) ? `${name}${SCHEDULE_DLQ_SUFFIX}` : undefined,
+      // A schedule's role's grant goes by the name. A rule's queue has the same one, so a job that
+      // gains or loses a time zone keeps its queue and the messages in it (the name fits SQS's 80
+      // characters whenever the rule's fits EventBridge's 64).
+      queueName: `${name}${SCHEDULE_DLQ_SUFFIX}`,
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       retentionPeriod: Duration.days(JOB_DEFAULTS.deadLetterRetentionDays),

@@ -23,7 +23,18 @@ export const STATEFUL_TYPES = [
   'AWS::Logs::LogGroup',
   'AWS::DynamoDB::Table',
   'AWS::EFS::FileSystem',
+  // Messages that could not be delivered (the schedules' dead-letter queues) wait here to be read.
+  'AWS::SQS::Queue',
 ] as const;
+
+/**
+ * Updates RDS refuses in place, by resource type and property: they lose nothing, but the deploy
+ * fails and rolls back. Moving an instance to other subnets is a migration of its own.
+ */
+const REFUSED_UPDATES: Record<string, { readonly properties: readonly string[]; readonly what: string }> = {
+  'AWS::RDS::DBSubnetGroup': { properties: ['SubnetIds'], what: 'would move the database to other subnets, which RDS refuses while the instance runs in them (the deploy fails)' },
+  'AWS::RDS::DBInstance': { properties: ['DBSubnetGroupName'], what: 'would move to another subnet group, which RDS refuses within one VPC (the deploy fails)' },
+};
 
 type Template = { Resources?: Record<string, { Type: string; Properties?: Record<string, unknown>; Metadata?: Record<string, unknown> }> } & Record<string, unknown>;
 
@@ -46,6 +57,8 @@ export interface StatefulLoss {
   /** The construct path from the resource's aws:cdk:path metadata, when it has one. */
   readonly constructPath: string | undefined;
   readonly what: string;
+  /** Replaced (rather than deleted, orphaned or refused): what it held is gone while the stack goes on. */
+  readonly replaced: boolean;
   /** The properties whose change forces the replacement, when that is why. */
   readonly because: readonly string[];
 }
@@ -66,13 +79,16 @@ export function compareTemplateSets(before: TemplateSet, after: TemplateSet): Co
     diff.resources.forEachDifference((logicalId, change) => {
       changedResources += 1;
       const type = change.oldResourceType ?? change.newResourceType ?? '';
-      const what = LOSSES[change.changeImpact];
+      const refused = REFUSED_UPDATES[type];
+      const refusedBecause = change.changeImpact === ResourceImpact.WILL_UPDATE ? (refused?.properties ?? []).filter((p) => p in change.propertyUpdates) : [];
+      const what = refusedBecause.length > 0 ? refused!.what : LOSSES[change.changeImpact];
       if (what === undefined || !(STATEFUL_TYPES as readonly string[]).includes(change.oldResourceType ?? '')) return;
-      const because = Object.entries(change.propertyUpdates)
+      const because = refusedBecause.length > 0 ? refusedBecause : Object.entries(change.propertyUpdates)
         .filter(([, p]) => p.changeImpact === ResourceImpact.WILL_REPLACE || p.changeImpact === ResourceImpact.MAY_REPLACE)
         .map(([name]) => name);
       const constructPath = change.oldValue?.Metadata?.['aws:cdk:path'];
-      losses.push({ stack, logicalId, type, constructPath: typeof constructPath === 'string' ? constructPath : undefined, what, because });
+      const replaced = refusedBecause.length === 0 && (change.changeImpact === ResourceImpact.WILL_REPLACE || change.changeImpact === ResourceImpact.MAY_REPLACE);
+      losses.push({ stack, logicalId, type, constructPath: typeof constructPath === 'string' ? constructPath : undefined, what, replaced, because });
     });
   }
   return { losses, changedResources };
