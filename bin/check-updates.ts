@@ -11,32 +11,14 @@
  * Exit codes: 0 every update is judged as expected; 1 one or more are not; 2 bad arguments, or a side could not
  * be synthesized.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { App } from 'aws-cdk-lib';
-import * as ecs from 'aws-cdk-lib/aws-ecs';
-import { settingsFromContext } from '../lib/constructs/settings.js';
-import { BackendStack, REPO_ROOT } from '../lib/constructs/stack.js';
-import { templatesOfAssembly, type TemplateSet } from '../lib/constructs/stateful-changes.js';
+import type { TemplateSet } from '../lib/constructs/stateful-changes.js';
+import { synthesizeSettings } from '../lib/constructs/synth-settings.js';
 import { describeStep, judgeUpdate } from '../lib/constructs/update-plan.js';
 import { TRANSITIONS, type StackSettings } from '../lib/update-transitions.js';
-
-const CDK_CONTEXT = JSON.parse(readFileSync(path.join(REPO_ROOT, 'cdk.json'), 'utf8')).context ?? {};
-// Construct paths name the resources; asset paths find the nested stacks' templates.
-const ASSEMBLY_METADATA = { 'aws:cdk:enable-path-metadata': true, 'aws:cdk:enable-asset-metadata': true };
-// The templates are compared, never deployed: a registry image spares staging the Docker context.
-const IMAGE = ecs.ContainerImage.fromRegistry('public.ecr.aws/docker/library/node:24');
-
-/** The templates `settings` synthesize to, with one "now" for every side so schedules agree. */
-export function synthesize(settings: StackSettings, outdir: string, now: Date): TemplateSet {
-  const app = new App({ outdir, context: { ...CDK_CONTEXT, ...ASSEMBLY_METADATA, ...settings.context }, builtinCloudFormationValidation: false });
-  const { stackName, props } = settingsFromContext(app.node, { jobs: settings.props?.jobs });
-  new BackendStack(app, stackName, { ...props, database: { ...props.database, ...settings.props?.database }, image: IMAGE, now });
-  app.synth();
-  return templatesOfAssembly(outdir, stackName);
-}
 
 function main(argv: string[]): number {
   const { values } = parseArgs({ args: argv, options: { only: { type: 'string' } } });
@@ -51,7 +33,7 @@ function main(argv: string[]): number {
   const synthesized = new Map<string, TemplateSet>();
   const templatesOf = (side: StackSettings) => {
     const key = JSON.stringify(side);
-    if (!synthesized.has(key)) synthesized.set(key, synthesize(side, path.join(work, String(synthesized.size)), now));
+    if (!synthesized.has(key)) synthesized.set(key, synthesizeSettings(side, path.join(work, String(synthesized.size)), now));
     return synthesized.get(key)!;
   };
   try {
@@ -75,12 +57,10 @@ function main(argv: string[]): number {
   }
 }
 
-if (process.argv[1] && path.resolve(process.argv[1]) === path.join(REPO_ROOT, 'bin/check-updates.ts')) {
-  // A setting synth refuses is the user's to fix: one message, no stack trace.
-  try {
-    process.exit(main(process.argv.slice(2)));
-  } catch (err) {
-    console.error(`check:updates: ${(err as Error).message}`);
-    process.exit(2);
-  }
+// A setting synth refuses is the user's to fix: one message, no stack trace.
+try {
+  process.exit(main(process.argv.slice(2)));
+} catch (err) {
+  console.error(`check:updates: ${(err as Error).message}`);
+  process.exit(2);
 }

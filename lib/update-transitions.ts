@@ -38,9 +38,10 @@ const PROD_HTTP: StackSettings = { context: { stage: 'prod', alertEmail: 'none',
 const withContext = (side: StackSettings, context: StackSettings['context']): StackSettings => ({ ...side, context: { ...side.context, ...context } });
 const withJobs = (side: StackSettings, jobs: readonly JobDefinition[]): StackSettings => ({ ...side, props: { ...side.props, jobs } });
 
-const ZONED = JOBS.find((j) => j.timeZone !== undefined && j.enabled);
+const TABLE: readonly JobDefinition[] = JOBS;
+const ZONED = TABLE.find((j) => j.timeZone !== undefined && j.enabled);
 // The last: billing-run, first, bills UTC days and refuses a time zone.
-const UNZONED = JOBS.findLast((j) => j.timeZone === undefined && j.enabled);
+const UNZONED = TABLE.findLast((j) => j.timeZone === undefined && j.enabled);
 if (!ZONED || !UNZONED) throw new Error('lib/update-transitions.ts needs a job with a timeZone and one without in lib/jobs.ts');
 const LAST = JOBS.at(-1)!;
 const replaceJob = (name: string, job: JobDefinition) => JOBS.map((j) => (j.name === name ? job : j));

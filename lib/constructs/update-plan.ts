@@ -82,7 +82,7 @@ export interface UpdateJudgement {
   readonly findings: readonly UpdateFinding[];
 }
 
-const ACTIONS: Record<ResourceImpact, PlanStep['action']> = {
+const ACTIONS: Partial<Record<ResourceImpact, PlanStep['action']>> = {
   [ResourceImpact.WILL_CREATE]: 'add',
   [ResourceImpact.WILL_UPDATE]: 'update',
   [ResourceImpact.NO_CHANGE]: 'update',
@@ -106,7 +106,7 @@ function changesOf(before: TemplateSet, after: TemplateSet): Change[] {
         stack,
         logicalId,
         type: change.newResourceType ?? change.oldResourceType ?? '',
-        action: ACTIONS[change.changeImpact],
+        action: ACTIONS[change.changeImpact] ?? 'update',
         properties: Object.keys(change.propertyUpdates),
         before: change.oldValue as Resource | undefined,
         after: change.newValue as Resource | undefined,
