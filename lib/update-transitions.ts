@@ -55,6 +55,12 @@ export const TRANSITIONS: readonly Transition[] = [
   { name: 'prod: HTTP (allowHttp) to HTTPS (a domain)', before: PROD_HTTP, after: PROD },
   { name: `prod: job ${UNZONED.name} gains a timeZone (a rule becomes a schedule)`, before: PROD, after: withJobs(PROD, replaceJob(UNZONED.name, { ...UNZONED, timeZone: 'Europe/Berlin' })) },
   { name: `prod: job ${ZONED.name} loses its timeZone (a schedule becomes a rule)`, before: PROD, after: withJobs(PROD, replaceJob(ZONED.name, { ...ZONED, timeZone: undefined })) },
+  {
+    name: 'prod: HTTPS back to HTTP (allowHttp)',
+    before: PROD,
+    after: PROD_HTTP,
+    unsafe: 'the serving listener moves back to port 80 while the redirect listener, deleted only at the end of the update, still holds it; delete the redirect listener by hand (aws elbv2 delete-listener) just before that deploy',
+  },
   { name: 'prod: a job added', before: PROD, after: withJobs(PROD, [...JOBS, NEW_JOB]) },
   { name: `prod: job ${LAST.name} removed`, before: PROD, after: withJobs(PROD, JOBS.slice(0, -1)) },
   { name: `prod: job ${LAST.name} renamed`, before: PROD, after: withJobs(PROD, replaceJob(LAST.name, { ...LAST, name: `${LAST.name}-v2` })) },

@@ -110,6 +110,53 @@ export function acknowledgeLosses(losses: readonly StatefulLoss[], acknowledged:
   };
 }
 
+/**
+ * A loss a team accepted, recorded in the repository (deploy/acknowledged-losses.json) with its
+ * reason, so that every later comparison from a base before the change (CI's, a deploy's) accepts
+ * it too. It matches only the same resource (template, logical id and type) lost the same way
+ * (`because`, when given: the properties that force the replacement), so it cannot cover an
+ * unrelated later loss of that resource.
+ */
+export interface RecordedAcknowledgement {
+  readonly stack: string;
+  readonly logicalId: string;
+  readonly type: string;
+  /** The properties whose change forces the replacement. @default - any */
+  readonly because?: readonly string[];
+  /** Why the loss is accepted: what held the data, and where it went. */
+  readonly reason: string;
+}
+
+/** Every problem with a recorded acknowledgements file's contents, each naming the entry. */
+export function validateRecordedAcknowledgements(value: unknown): string[] {
+  if (!Array.isArray(value)) return ['must be a JSON array of { stack, logicalId, type, because?, reason }'];
+  return value.flatMap((entry, i) => {
+    const e = entry as Record<string, unknown>;
+    const problems = (['stack', 'logicalId', 'type', 'reason'] as const)
+      .filter((k) => typeof e?.[k] !== 'string' || (e[k] as string).trim() === '')
+      .map((k) => `entry ${i}: ${k} must be a non-empty string, got ${JSON.stringify(e?.[k])}`);
+    if (e?.because !== undefined && !(Array.isArray(e.because) && e.because.every((b) => typeof b === 'string'))) {
+      problems.push(`entry ${i}: because must be a list of property names, got ${JSON.stringify(e.because)}`);
+    }
+    return problems;
+  });
+}
+
+/** `losses` split by the recorded acknowledgements; `unused` are the entries that match none. */
+export function applyRecordedAcknowledgements(losses: readonly StatefulLoss[], recorded: readonly RecordedAcknowledgement[]): { readonly accepted: { loss: StatefulLoss; reason: string }[]; readonly remaining: StatefulLoss[]; readonly unused: RecordedAcknowledgement[] } {
+  const sameSet = (a: readonly string[], b: readonly string[]) => [...a].sort().join() === [...b].sort().join();
+  const matches = (loss: StatefulLoss, entry: RecordedAcknowledgement) => entry.stack === loss.stack && entry.logicalId === loss.logicalId
+    && entry.type === loss.type && (entry.because === undefined || sameSet(entry.because, loss.because));
+  const accepted: { loss: StatefulLoss; reason: string }[] = [];
+  const remaining: StatefulLoss[] = [];
+  for (const loss of losses) {
+    const entry = recorded.find((e) => matches(loss, e));
+    if (entry) accepted.push({ loss, reason: entry.reason });
+    else remaining.push(loss);
+  }
+  return { accepted, remaining, unused: recorded.filter((e) => !losses.some((l) => matches(l, e))) };
+}
+
 /** One line per loss, naming the resource, as the check prints it. */
 export function describeLoss(loss: StatefulLoss): string {
   const where = loss.constructPath ? ` (${loss.constructPath})` : '';

@@ -147,7 +147,9 @@ function collisions(changes: readonly Change[]): UpdateFinding[] {
           logicalId: change.logicalId,
           message: isSelf
             ? `${change.type} ${name(change)} would be replaced, but keeps its fixed ${identity.slice(change.type.length + 1)}: CloudFormation creates the replacement first, and the name is taken`
-            : `${change.type} ${name(change)} would be created (${change.action}) while ${name(holder)}, deleted only afterwards, still holds ${identity.slice(change.type.length + 1)}`,
+            : change.action === 'update'
+              ? `${change.type} ${name(change)} would be updated to ${identity.slice(change.type.length + 1)} while ${name(holder)}, deleted only afterwards, still holds it`
+              : `${change.type} ${name(change)} would be created (${change.action}) while ${name(holder)}, deleted only afterwards, still holds ${identity.slice(change.type.length + 1)}`,
         });
       } else if (!isSelf && holder.action === 'update' && fixedIdentity(holder.after) !== identity && !(holder.stack === change.stack && dependsOn(change.after, holder.logicalId))) {
         findings.push({

@@ -38,13 +38,19 @@ describe('the workflow files', () => {
 
   it('CI runs the install and test commands, both stages\' synth with cdk-nag, the guard rules and the linter', () => {
     const ci = read('ci.yml');
-    for (const command of ['npm ci', 'npm test', '-c stage=dev', '-c stage=prod', 'npm run check:guard', 'npm run lint:workflows', 'npm run check:stateful -- --base HEAD~1']) {
+    for (const command of ['npm ci', 'npm test', '-c stage=dev', '-c stage=prod', 'npm run check:guard', 'npm run lint:workflows', 'npm run check:updates']) {
       expect(ci, command).toContain(`- run: ${command.startsWith('-c') ? 'npx cdk synth --quiet -c alertEmail=none ' + command : command}`);
     }
     const local = readFileSync(path.join(REPO_ROOT, '.ci/run'), 'utf8');
-    for (const command of ['npm ci', 'npm test', 'npm run check:guard', 'npm run lint:workflows', 'npm run check:stateful']) expect(local, command).toContain(command);
-    // HEAD~1 is there for the check only when the checkout has it.
-    expect(ci).toMatch(/fetch-depth: 2/);
+    for (const command of ['npm ci', 'npm test', 'npm run check:guard', 'npm run lint:workflows', 'npm run check:updates']) expect(local, command).toContain(command);
+    // The stateful guard, for both stages, against the last commit whose CI passed, which the checkout must hold.
+    for (const file of [ci, local]) {
+      expect(file).toContain('base="$(.ci/base-ref)"');
+      expect(file).toContain('npm run check:stateful -- --base "$base" -c stage=dev');
+      expect(file).toContain('npm run check:stateful -- --base "$base"\n');
+    }
+    expect(ci).toMatch(/fetch-depth: 0/);
+    expect(ci).toMatch(/^ {2}actions: read$/m);
   });
 
   it.each(readdirSync(WORKFLOWS))('%s pins every action by its full commit SHA, with its version in a comment', (file) => {
