@@ -4,15 +4,14 @@
  * say, the stack's props (the jobs table, the database's storage). `npm run check:updates`
  * synthesizes both sides of each and judges the update (lib/constructs/update-plan.ts).
  */
-import type { BackendStackProps } from './constructs/stack.js';
 import { JOBS, type JobDefinition } from './jobs.js';
 
 /** One side of a transition. */
 export interface StackSettings {
   /** Context keys (docs/infrastructure.md lists them), on top of cdk.json's. */
   readonly context: Readonly<Record<string, string | boolean | number>>;
-  /** Props on top of those the context gives. @default - none */
-  readonly props?: Partial<Pick<BackendStackProps, 'jobs' | 'database'>>;
+  /** The stack's props on top of those the context gives (BackendStackProps'). @default - none */
+  readonly props?: { readonly jobs?: readonly JobDefinition[]; readonly database?: { readonly allocatedStorageGiB?: number } };
 }
 
 export interface Transition {
