@@ -119,7 +119,7 @@ function changesOf(before: TemplateSet, after: TemplateSet): Change[] {
 const creates = (c: Change) => c.action === 'add' || c.action === 'replace' || c.action === 'may replace';
 const deletes = (c: Change) => c.action === 'remove' || c.action === 'replace' || c.action === 'may replace';
 const dependsOn = (resource: Resource | undefined, logicalId: string) => [resource?.DependsOn ?? []].flat().includes(logicalId)
-  || JSON.stringify(resource?.Properties ?? {}).includes(`{"Ref":"${logicalId}"}`);
+  || [`{"Ref":"${logicalId}"}`, `{"Fn::GetAtt":["${logicalId}"`].some((ref) => JSON.stringify(resource?.Properties ?? {}).includes(ref));
 const name = (c: { stack: string; logicalId: string }) => `${c.logicalId} in ${c.stack}`;
 
 /**
