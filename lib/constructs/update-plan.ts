@@ -6,8 +6,8 @@
  * - a resource created while another still holds its fixed name or port: CloudFormation creates
  *   a new or replacing resource before it deletes the old one, so the create fails (a listener on
  *   the same port, a queue, log group, schedule or alarm of the same name);
- * - any change to the production listener rule of an ECS blue/green or canary service: ECS moves
- *   its weights during a deploy, and an update writes the template's weights back;
+ * - any change to the production (or test) listener rule of an ECS blue/green or canary service:
+ *   ECS moves its weights during a deploy, and an update writes the template's weights back;
  * - a stateful resource replaced (lib/constructs/stateful-changes.ts lists the types).
  *
  * bin/check-updates.ts synthesizes the transitions (lib/update-transitions.ts) and reports.
@@ -164,31 +164,38 @@ function collisions(changes: readonly Change[]): UpdateFinding[] {
   return findings;
 }
 
-/** The listener rules ECS blue/green and canary deploys shift traffic on, by template. */
-function productionRules(set: TemplateSet): Set<string> {
-  const rules = new Set<string>();
+type AdvancedConfiguration = { ProductionListenerRule?: { Ref?: string }; TestListenerRule?: { Ref?: string } };
+
+/** The listener rules ECS blue/green and canary deploys shift traffic on (production and test), by template key and logical id. */
+function shiftedRules(set: TemplateSet): Map<string, string> {
+  const rules = new Map<string, string>();
   for (const [stack, template] of set) {
     for (const resource of Object.values((template.Resources ?? {}) as Record<string, Resource>)) {
       if (resource.Type !== 'AWS::ECS::Service') continue;
-      for (const lb of (resource.Properties?.LoadBalancers ?? []) as { AdvancedConfiguration?: { ProductionListenerRule?: { Ref?: string } } }[]) {
-        const ref = lb.AdvancedConfiguration?.ProductionListenerRule?.Ref;
-        if (ref) rules.add(`${stack}/${ref}`);
+      for (const lb of (resource.Properties?.LoadBalancers ?? []) as { AdvancedConfiguration?: AdvancedConfiguration }[]) {
+        const production = lb.AdvancedConfiguration?.ProductionListenerRule?.Ref;
+        const test = lb.AdvancedConfiguration?.TestListenerRule?.Ref;
+        if (production) rules.set(`${stack}/${production}`, 'production');
+        if (test) rules.set(`${stack}/${test}`, 'test');
       }
     }
   }
   return rules;
 }
 
-function productionRuleChanges(before: TemplateSet, changes: readonly Change[]): UpdateFinding[] {
-  const rules = productionRules(before);
-  return changes.filter((c) => rules.has(`${c.stack}/${c.logicalId}`)).map((c) => ({
-    kind: 'production-rule',
-    stack: c.stack,
-    logicalId: c.logicalId,
-    message: c.action === 'remove'
-      ? `the production listener rule ${name(c)} would be deleted: after a canary deploy the traffic may sit on the alternate target group, and nothing moves it back first`
-      : `the production listener rule ${name(c)} would ${c.action === 'update' ? 'be updated' : c.action} (${c.properties.join(', ') || 'the resource itself'}): ECS owns its weights after the first deploy, and CloudFormation would write the template's back, possibly onto a target group with no tasks`,
-  }));
+function shiftedRuleChanges(before: TemplateSet, changes: readonly Change[]): UpdateFinding[] {
+  const rules = shiftedRules(before);
+  return changes.filter((c) => rules.has(`${c.stack}/${c.logicalId}`)).map((c) => {
+    const which = rules.get(`${c.stack}/${c.logicalId}`);
+    return {
+      kind: 'production-rule',
+      stack: c.stack,
+      logicalId: c.logicalId,
+      message: c.action === 'remove'
+        ? `the ${which} listener rule ${name(c)} would be deleted: after a canary deploy the traffic may sit on the alternate target group, and nothing moves it back first`
+        : `the ${which} listener rule ${name(c)} would ${c.action === 'update' ? 'be updated' : c.action} (${c.properties.join(', ') || 'the resource itself'}): ECS owns its weights after the first deploy, and CloudFormation would write the template's back, possibly onto a target group with no tasks`,
+    };
+  });
 }
 
 /** What going from `before` to `after` would do, and every step of it that would fail or misroute traffic. */
@@ -202,7 +209,7 @@ export function judgeUpdate(before: TemplateSet, after: TemplateSet): UpdateJudg
   }));
   return {
     plan: changes.map(({ before: _b, after: _a, ...step }) => step),
-    findings: [...collisions(changes), ...productionRuleChanges(before, changes), ...stateful],
+    findings: [...collisions(changes), ...shiftedRuleChanges(before, changes), ...stateful],
   };
 }
 
