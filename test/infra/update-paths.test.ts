@@ -69,9 +69,11 @@ describe('update paths', () => {
   });
 
   it('keeps the production listener rule\'s properties identical across the move, and fails any change to them', () => {
-    const rule = idsOf(before, 'AWS::ElasticLoadBalancingV2::ListenerRule');
-    expect(rule).toHaveLength(1);
-    expect(resourcesOf(after)[rule[0]!]).toEqual(resourcesOf(before)[rule[0]!]);
+    // The rules the service names for ECS to shift: production and test.
+    const [service] = idsOf(before, 'AWS::ECS::Service');
+    const advanced = resourcesOf(before)[service!]!.Properties.LoadBalancers.map((lb: any) => lb.AdvancedConfiguration).find(Boolean);
+    const rule = [advanced.ProductionListenerRule.Ref as string];
+    for (const id of [rule[0]!, advanced.TestListenerRule?.Ref].filter(Boolean)) expect(resourcesOf(after)[id], id).toEqual(resourcesOf(before)[id]);
     // What a weight written into the template would do on the next deploy.
     const reweighted = edited(after, {}, (r) => { r[rule[0]!]!.Properties.Actions[0].ForwardConfig.TargetGroups[0].Weight = 50; });
     expect(judgeUpdate(after, reweighted).findings).toEqual([expect.objectContaining({ kind: 'production-rule', logicalId: rule[0], message: expect.stringContaining('would be updated (Actions)') })]);
