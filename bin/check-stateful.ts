@@ -8,7 +8,10 @@
  * read with GetTemplate, nested stacks too) or a synthesized assembly (`--base-assembly <dir>`);
  * `--assembly <dir>` stands in for the working tree's synth. `--out <dir>` keeps the synth outputs.
  * `--acknowledge <LogicalId>` (repeatable) accepts that one loss knowingly: it is still printed,
- * and an acknowledgement that names no loss fails the check.
+ * and an acknowledgement that names no loss fails the check. The losses recorded in
+ * deploy/acknowledged-losses.json (or `--acknowledgements <file>`), each with its reason, are
+ * accepted too, for every base before the change that made them; an entry that matches no loss
+ * is only noted, since a stack deployed before it may still need it.
  * The context is cdk.json's plus `-c` (default stage=prod, alertEmail=none, allowHttp=true: prod holds the data).
  *
  * Exit codes: 0 no stateful resource lost, or only acknowledged ones; 1 one or more would be, or
@@ -20,14 +23,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { acknowledgeLosses, compareTemplateSets, describeLoss, templatesOfAssembly, type TemplateSet } from '../lib/constructs/stateful-changes.js';
+import { acknowledgeLosses, applyRecordedAcknowledgements, compareTemplateSets, describeLoss, templatesOfAssembly, validateRecordedAcknowledgements, type RecordedAcknowledgement, type TemplateSet } from '../lib/constructs/stateful-changes.js';
 
 // Not lib/constructs/stack.ts's REPO_ROOT: importing the stack would load aws-cdk-lib into a check that only compares JSON.
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
 // allowHttp: HTTPS settings change no stateful resource, and a team's domain is not ours to know.
 const DEFAULT_CONTEXT = { stage: 'prod', alertEmail: 'none', allowHttp: 'true' };
 const ASSEMBLY_METADATA = { 'aws:cdk:enable-path-metadata': true, 'aws:cdk:enable-asset-metadata': true };
-const USAGE = 'usage: npm run check:stateful -- (--base <git-ref> | --deployed-stack <name> | --base-assembly <dir>) [--assembly <dir>] [--out <dir>] [--acknowledge <LogicalId> ...] [-c key=value ...]';
+const USAGE = 'usage: npm run check:stateful -- (--base <git-ref> | --deployed-stack <name> | --base-assembly <dir>) [--assembly <dir>] [--out <dir>] [--acknowledge <LogicalId> ...] [--acknowledgements <file>] [-c key=value ...]';
+/** The losses the team accepted on purpose, with their reasons (docs/infrastructure.md, The stateful guard). */
+const RECORDED_ACKNOWLEDGEMENTS = path.join(REPO_ROOT, 'deploy/acknowledged-losses.json');
 
 /** A failure to run the check at all (exit 2), as opposed to a failed check (exit 1). */
 class UsageError extends Error {}
@@ -58,6 +63,20 @@ function checkOut(ref: string, dir: string): void {
   mkdirSync(dir, { recursive: true });
   execFileSync('tar', ['-x', '-C', dir], { input: archive });
   symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
+}
+
+/** The recorded acknowledgements in `file`; a missing file records none. */
+function readRecorded(file: string): RecordedAcknowledgement[] {
+  if (!existsSync(file)) return [];
+  let value: unknown;
+  try {
+    value = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new UsageError(`${file} is not valid JSON: ${(err as Error).message}`);
+  }
+  const problems = validateRecordedAcknowledgements(value);
+  if (problems.length > 0) throw new UsageError(`${file}:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  return value as RecordedAcknowledgement[];
 }
 
 /** The only stack of the assembly at `dir`. */
@@ -101,6 +120,7 @@ async function main(argv: string[]): Promise<number> {
       assembly: { type: 'string' },
       out: { type: 'string' },
       acknowledge: { type: 'string', multiple: true },
+      acknowledgements: { type: 'string' },
       context: { type: 'string', short: 'c', multiple: true },
     },
   });
@@ -112,6 +132,9 @@ async function main(argv: string[]): Promise<number> {
     if (eq < 1) throw new UsageError(`-c takes key=value, got ${JSON.stringify(pair)}`);
     context[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
+
+  const recordedFile = values.acknowledgements ? path.resolve(values.acknowledgements) : RECORDED_ACKNOWLEDGEMENTS;
+  const recorded = readRecorded(recordedFile);
 
   const out = values.out ? path.resolve(values.out) : mkdtempSync(path.join(os.tmpdir(), 'check-stateful-'));
   try {
@@ -133,8 +156,12 @@ async function main(argv: string[]): Promise<number> {
     const before = values['deployed-stack'] !== undefined ? await deployedTemplates(values['deployed-stack']) : templatesOfAssembly(baseDir!, stackOf(baseDir!));
     const against = values.base ?? values['deployed-stack'] ?? baseDir!;
 
-    const { losses, changedResources } = compareTemplateSets(before, after);
+    const { losses: all, changedResources } = compareTemplateSets(before, after);
+    const fromFile = applyRecordedAcknowledgements(all, recorded);
+    const losses = fromFile.remaining;
     const { accepted, remaining, unused } = acknowledgeLosses(losses, values.acknowledge ?? []);
+    for (const { loss, reason } of fromFile.accepted) console.log(`check:stateful: acknowledged in ${path.relative(process.cwd(), recordedFile)}: ${describeLoss(loss)} (${reason})`);
+    if (fromFile.unused.length > 0) console.log(`check:stateful: ${fromFile.unused.length} entr${fromFile.unused.length === 1 ? 'y' : 'ies'} of ${path.relative(process.cwd(), recordedFile)} name no loss against ${against} (kept for stacks deployed before them)`);
     for (const loss of accepted) console.log(`check:stateful: acknowledged: ${describeLoss(loss)}`);
     if (remaining.length > 0) {
       console.error(`check:stateful: ${remaining.length} stateful resource(s) of ${stackName} would be lost against ${against}:`);
@@ -145,8 +172,9 @@ async function main(argv: string[]): Promise<number> {
       console.error(`check:stateful: --acknowledge ${unused.join(', ')}: no stateful resource of that id would be lost against ${against}; remove the acknowledgement (the losses are: ${losses.map((l) => l.logicalId).join(', ') || 'none'})`);
     }
     if (remaining.length > 0 || unused.length > 0) return 1;
-    console.log(accepted.length > 0
-      ? `check:stateful: only the ${accepted.length} acknowledged stateful resource(s) of ${stackName} would be lost against ${against} (${changedResources} resource(s) changed)`
+    const acceptedCount = accepted.length + fromFile.accepted.length;
+    console.log(acceptedCount > 0
+      ? `check:stateful: only the ${acceptedCount} acknowledged stateful resource(s) of ${stackName} would be lost against ${against} (${changedResources} resource(s) changed)`
       : `check:stateful: no stateful resource of ${stackName} replaced or deleted against ${against} (${changedResources} resource(s) changed)`);
     return 0;
   } finally {

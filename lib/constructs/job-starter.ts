@@ -21,7 +21,7 @@ import type { JobDefinition } from '../jobs.js';
 /** Scheduler's placeholder for the invocation's scheduled time, e.g. 2022-03-22T18:59:43Z (its guide, "Adding context attributes"). */
 export const SCHEDULED_TIME_ATTRIBUTE = '<aws.scheduler.scheduled-time>';
 
-/** The suffix of a zoned job's dead-letter queue name: the Scheduler role may send to these queues only. */
+/** The suffix of every job's dead-letter queue name (a zoned job's Scheduler role may send to these queues only); the name predates rules' queues having it. */
 export const SCHEDULE_DLQ_SUFFIX = '-schedule-dlq';
 
 export interface JobStarterOptions {

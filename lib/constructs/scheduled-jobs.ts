@@ -11,7 +11,7 @@
  * (roles, the security group, the execution log group) stays in the parent stack, so that it is
  * made once, and the nested stacks receive it as parameters.
  */
-import { Duration, NestedStack, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
+import { Aws, Duration, Fn, NestedStack, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
 import type * as events from 'aws-cdk-lib/aws-events';
@@ -209,7 +209,9 @@ export class ScheduledJobs extends Construct {
 
     this.executionLogGroup = new logs.LogGroup(this, 'ExecutionLogs', {
       // The vendedlogs prefix keeps the log group's resource policy, which Step Functions writes, short.
-      logGroupName: `/aws/vendedlogs/states/${namePrefix}-jobs`,
+      // The suffix is the first part of the stack's id, new on every create: a stack torn down and
+      // deployed again under the same name then does not meet the group it retained.
+      logGroupName: Fn.join('', [`/aws/vendedlogs/states/${namePrefix}-jobs-`, stackIdPart()]),
       retention: props.executionLogRetention ?? (OBSERVABILITY_DEFAULTS.logRetentionDays as logs.RetentionDays),
       encryptionKey: props.executionLogKey,
       removalPolicy: props.executionLogRemovalPolicy,
@@ -324,8 +326,10 @@ export class ScheduledJobs extends Construct {
     });
 
     const deadLetterQueue = new sqs.Queue(scope, 'DeadLetterQueue', {
-      // Named only for a schedule, whose role's grant goes by the name (a rule's queue keeps its generated name).
-      queueName: startsBySchedule(job) ? `${name}${SCHEDULE_DLQ_SUFFIX}` : undefined,
+      // A schedule's role's grant goes by the name. A rule's queue has the same one, so a job that
+      // gains or loses a time zone keeps its queue and the messages in it (the name fits SQS's 80
+      // characters whenever the rule's fits EventBridge's 64).
+      queueName: `${name}${SCHEDULE_DLQ_SUFFIX}`,
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       retentionPeriod: Duration.days(JOB_DEFAULTS.deadLetterRetentionDays),
@@ -363,4 +367,9 @@ export class ScheduledJobs extends Construct {
 export function grantPublish(topic: sns.ITopic, grantee: iam.IGrantable): void {
   iam.Grant.addToPrincipal({ grantee, actions: ['sns:Publish'], resourceArns: [topic.topicArn] });
   topic.masterKey?.grant(grantee, 'kms:Decrypt', 'kms:GenerateDataKey');
+}
+
+/** The first group of the stack id's UUID (8 hex digits), which CloudFormation makes anew for each stack it creates. */
+function stackIdPart(): string {
+  return Fn.select(0, Fn.split('-', Fn.select(2, Fn.split('/', Aws.STACK_ID))));
 }

@@ -23,7 +23,18 @@ export const STATEFUL_TYPES = [
   'AWS::Logs::LogGroup',
   'AWS::DynamoDB::Table',
   'AWS::EFS::FileSystem',
+  // Messages that could not be delivered (the schedules' dead-letter queues) wait here to be read.
+  'AWS::SQS::Queue',
 ] as const;
+
+/**
+ * Updates RDS refuses in place, by resource type and property: they lose nothing, but the deploy
+ * fails and rolls back. Moving an instance to other subnets is a migration of its own.
+ */
+const REFUSED_UPDATES: Record<string, { readonly properties: readonly string[]; readonly what: string }> = {
+  'AWS::RDS::DBSubnetGroup': { properties: ['SubnetIds'], what: 'would move the database to other subnets, which RDS refuses while the instance runs in them (the deploy fails)' },
+  'AWS::RDS::DBInstance': { properties: ['DBSubnetGroupName'], what: 'would move to another subnet group, which RDS refuses within one VPC (the deploy fails)' },
+};
 
 type Template = { Resources?: Record<string, { Type: string; Properties?: Record<string, unknown>; Metadata?: Record<string, unknown> }> } & Record<string, unknown>;
 
@@ -46,6 +57,8 @@ export interface StatefulLoss {
   /** The construct path from the resource's aws:cdk:path metadata, when it has one. */
   readonly constructPath: string | undefined;
   readonly what: string;
+  /** Replaced (rather than deleted, orphaned or refused): what it held is gone while the stack goes on. */
+  readonly replaced: boolean;
   /** The properties whose change forces the replacement, when that is why. */
   readonly because: readonly string[];
 }
@@ -66,13 +79,16 @@ export function compareTemplateSets(before: TemplateSet, after: TemplateSet): Co
     diff.resources.forEachDifference((logicalId, change) => {
       changedResources += 1;
       const type = change.oldResourceType ?? change.newResourceType ?? '';
-      const what = LOSSES[change.changeImpact];
+      const refused = REFUSED_UPDATES[type];
+      const refusedBecause = change.changeImpact === ResourceImpact.WILL_UPDATE ? (refused?.properties ?? []).filter((p) => p in change.propertyUpdates) : [];
+      const what = refusedBecause.length > 0 ? refused!.what : LOSSES[change.changeImpact];
       if (what === undefined || !(STATEFUL_TYPES as readonly string[]).includes(change.oldResourceType ?? '')) return;
-      const because = Object.entries(change.propertyUpdates)
+      const because = refusedBecause.length > 0 ? refusedBecause : Object.entries(change.propertyUpdates)
         .filter(([, p]) => p.changeImpact === ResourceImpact.WILL_REPLACE || p.changeImpact === ResourceImpact.MAY_REPLACE)
         .map(([name]) => name);
       const constructPath = change.oldValue?.Metadata?.['aws:cdk:path'];
-      losses.push({ stack, logicalId, type, constructPath: typeof constructPath === 'string' ? constructPath : undefined, what, because });
+      const replaced = refusedBecause.length === 0 && (change.changeImpact === ResourceImpact.WILL_REPLACE || change.changeImpact === ResourceImpact.MAY_REPLACE);
+      losses.push({ stack, logicalId, type, constructPath: typeof constructPath === 'string' ? constructPath : undefined, what, replaced, because });
     });
   }
   return { losses, changedResources };
@@ -92,6 +108,53 @@ export function acknowledgeLosses(losses: readonly StatefulLoss[], acknowledged:
     remaining: losses.filter((loss) => !accepted.includes(loss)),
     unused: acknowledged.filter((a) => !losses.some((loss) => names(loss).includes(a))),
   };
+}
+
+/**
+ * A loss a team accepted, recorded in the repository (deploy/acknowledged-losses.json) with its
+ * reason, so that every later comparison from a base before the change (CI's, a deploy's) accepts
+ * it too. It matches only the same resource (template, logical id and type) lost the same way
+ * (`because`, when given: the properties that force the replacement), so it cannot cover an
+ * unrelated later loss of that resource.
+ */
+export interface RecordedAcknowledgement {
+  readonly stack: string;
+  readonly logicalId: string;
+  readonly type: string;
+  /** The properties whose change forces the replacement. @default - any */
+  readonly because?: readonly string[];
+  /** Why the loss is accepted: what held the data, and where it went. */
+  readonly reason: string;
+}
+
+/** Every problem with a recorded acknowledgements file's contents, each naming the entry. */
+export function validateRecordedAcknowledgements(value: unknown): string[] {
+  if (!Array.isArray(value)) return ['must be a JSON array of { stack, logicalId, type, because?, reason }'];
+  return value.flatMap((entry, i) => {
+    const e = entry as Record<string, unknown>;
+    const problems = (['stack', 'logicalId', 'type', 'reason'] as const)
+      .filter((k) => typeof e?.[k] !== 'string' || (e[k] as string).trim() === '')
+      .map((k) => `entry ${i}: ${k} must be a non-empty string, got ${JSON.stringify(e?.[k])}`);
+    if (e?.because !== undefined && !(Array.isArray(e.because) && e.because.every((b) => typeof b === 'string'))) {
+      problems.push(`entry ${i}: because must be a list of property names, got ${JSON.stringify(e.because)}`);
+    }
+    return problems;
+  });
+}
+
+/** `losses` split by the recorded acknowledgements; `unused` are the entries that match none. */
+export function applyRecordedAcknowledgements(losses: readonly StatefulLoss[], recorded: readonly RecordedAcknowledgement[]): { readonly accepted: { loss: StatefulLoss; reason: string }[]; readonly remaining: StatefulLoss[]; readonly unused: RecordedAcknowledgement[] } {
+  const sameSet = (a: readonly string[], b: readonly string[]) => [...a].sort().join() === [...b].sort().join();
+  const matches = (loss: StatefulLoss, entry: RecordedAcknowledgement) => entry.stack === loss.stack && entry.logicalId === loss.logicalId
+    && entry.type === loss.type && (entry.because === undefined || sameSet(entry.because, loss.because));
+  const accepted: { loss: StatefulLoss; reason: string }[] = [];
+  const remaining: StatefulLoss[] = [];
+  for (const loss of losses) {
+    const entry = recorded.find((e) => matches(loss, e));
+    if (entry) accepted.push({ loss, reason: entry.reason });
+    else remaining.push(loss);
+  }
+  return { accepted, remaining, unused: recorded.filter((e) => !losses.some((l) => matches(l, e))) };
 }
 
 /** One line per loss, naming the resource, as the check prints it. */

@@ -211,17 +211,23 @@ export class WebService extends Construct {
       ? elbv2.ListenerCertificate.fromArn(props.certificateArn)
       : this.domain?.certificate && elbv2.ListenerCertificate.fromCertificateManager(this.domain.certificate);
     this.domain?.pointTo(this.loadBalancer);
+    // The serving listener has one construct id whatever its protocol (the id HTTPS stacks have
+    // always had), so moving a stack from HTTP to HTTPS updates it in place, port 80 to 443, and
+    // the target group and the production listener rule under it keep theirs. With a new logical
+    // id CloudFormation would create a second listener on port 80 before deleting the first, and
+    // the update would fail on the duplicate port (docs/infrastructure.md, "Update paths").
+    this.listener = this.loadBalancer.addListener('Https', certificate
+      ? { port: 443, protocol: elbv2.ApplicationProtocol.HTTPS, certificates: [certificate], sslPolicy: elbv2.SslPolicy.RECOMMENDED_TLS, open: true }
+      : { port: 80, protocol: elbv2.ApplicationProtocol.HTTP, open: true });
     if (certificate) {
-      this.listener = this.loadBalancer.addListener('Https', {
-        port: 443,
-        protocol: elbv2.ApplicationProtocol.HTTPS,
-        certificates: [certificate],
-        sslPolicy: elbv2.SslPolicy.RECOMMENDED_TLS,
+      // addRedirect()'s id and settings; port 80 is free only once the serving listener has left it.
+      const redirect = this.loadBalancer.addListener('Redirect80To443', {
+        port: 80,
+        protocol: elbv2.ApplicationProtocol.HTTP,
         open: true,
+        defaultAction: elbv2.ListenerAction.redirect({ port: '443', protocol: elbv2.ApplicationProtocol.HTTPS, permanent: true }),
       });
-      this.loadBalancer.addRedirect({ sourcePort: 80, targetPort: 443 });
-    } else {
-      this.listener = this.loadBalancer.addListener('Http', { port: 80, protocol: elbv2.ApplicationProtocol.HTTP, open: true });
+      redirect.node.addDependency(this.listener);
     }
 
     const deregistrationDelay = props.deregistrationDelay ?? Duration.seconds(SERVICE_DEFAULTS.deregistrationDelaySeconds);

@@ -22,6 +22,21 @@ const albAttribute = (template: Template, key: string) =>
   only(resources(template, 'AWS::ElasticLoadBalancingV2::LoadBalancer')).Properties.LoadBalancerAttributes
     .find((a: { Key: string }) => a.Key === key)?.Value;
 
+/** A name built from Fn::Join, Fn::Select, Fn::Split and Refs to the stack, as CloudFormation resolves it for the stack `stackId`. */
+function resolveName(value: unknown, stackId: string): any {
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value)) return value.map((v) => resolveName(v, stackId));
+  const [fn, args] = Object.entries(value as Record<string, any>)[0]!;
+  const name = stackId.split('/')[1];
+  switch (fn) {
+    case 'Ref': return { 'AWS::StackId': stackId, 'AWS::StackName': name }[args as string];
+    case 'Fn::Join': return (resolveName(args[1], stackId) as string[]).join(args[0]);
+    case 'Fn::Split': return (resolveName(args[1], stackId) as string).split(args[0]);
+    case 'Fn::Select': return (resolveName(args[1], stackId) as string[])[Number(args[0])];
+    default: throw new Error(`resolveName: ${fn} is not resolved here`);
+  }
+}
+
 describe.each(['dev', 'prod'] as const)('stage %s', (stage) => {
   const d = STAGE_DEFAULTS[stage];
   const { stack, template } = synthStage({ stage, ...(stage === 'prod' ? TEST_DOMAIN : {}) });
@@ -59,9 +74,20 @@ describe.each(['dev', 'prod'] as const)('stage %s', (stage) => {
     const NAMES: Record<string, string> = { 'AWS::Logs::LogGroup': 'LogGroupName', 'AWS::S3::Bucket': 'BucketName', 'AWS::SecretsManager::Secret': 'Name', 'AWS::RDS::DBInstance': 'DBInstanceIdentifier', 'AWS::KMS::Key': 'KeyId' };
     const all = template.toJSON().Resources as Record<string, { Type: string; DeletionPolicy?: string; Properties?: Record<string, unknown> }>;
     const named = Object.entries(all).filter(([, r]) => NAMES[r.Type] !== undefined && r.Properties?.[NAMES[r.Type]!] !== undefined);
-    // The execution log group's name is fixed (its resource policy stays short under /aws/vendedlogs/).
+    // The execution log group is named (its resource policy stays short under /aws/vendedlogs/).
     expect(named.length).toBeGreaterThan(0);
     for (const [id, r] of named) expect(r.DeletionPolicy ?? 'Delete', id).not.toBe('Retain');
+  });
+
+  it('names the execution log group anew for each create, so a teardown and a redeploy never meet the retained one', () => {
+    const [group] = Object.values(resources(template, 'AWS::Logs::LogGroup')).filter((r) => JSON.stringify(r.Properties.LogGroupName ?? '').includes('vendedlogs'));
+    // Two creates of the stack under the same name: CloudFormation gives each a new stack id.
+    const first = resolveName(group!.Properties.LogGroupName, `arn:aws:cloudformation:eu-west-1:123456789012:stack/EcsSaasBackend-${stage}/8a4b2c3d-1111-2222-3333-444455556666`);
+    const again = resolveName(group!.Properties.LogGroupName, `arn:aws:cloudformation:eu-west-1:123456789012:stack/EcsSaasBackend-${stage}/f00dfeed-7777-8888-9999-000011112222`);
+    expect(first).toBe(`/aws/vendedlogs/states/EcsSaasBackend-${stage}-jobs-8a4b2c3d`);
+    expect(again).toBe(`/aws/vendedlogs/states/EcsSaasBackend-${stage}-jobs-f00dfeed`);
+    // Within CloudWatch Logs' 512 characters with the longest stack name CloudFormation allows (128).
+    expect(first.length - `EcsSaasBackend-${stage}`.length + 128).toBeLessThanOrEqual(512);
   });
 });
 

@@ -2,7 +2,7 @@
  * `npm run check:stateful`: the real command, on the prod stage's assembly (synthesized once, in
  * this process) and copies of it edited as a code change would change them: an ordinary change
  * (a job's cpu) passes, and a change that would replace or delete a stateful resource fails,
- * naming each one. CI runs the git path (`--base HEAD~1`) on every push.
+ * naming each one. CI runs the git path (against the last commit whose CI passed) on every push.
  */
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -119,6 +119,41 @@ describe('npm run check:stateful', () => {
     expect(run.output).toMatch(/AWS::Logs::LogGroup Checkpoints \(job\/Checkpoints\) in EcsSaasBackend-prod\/\w+ would be deleted/);
   });
 
+  it('fails a database moved to other subnets (RDS refuses it) and a replaced dead-letter queue, in a job\'s stack', () => {
+    const moved = edited(base, 'moved', (resources) => {
+      const group = resources[idOf(resources, 'AWS::RDS::DBSubnetGroup', '/Database/')];
+      group.Properties.SubnetIds = [...group.Properties.SubnetIds].reverse().slice(1);
+    });
+    const requeued = edited(moved, 'requeued', (resources) => {
+      resources[idOf(resources, 'AWS::SQS::Queue', '/DeadLetterQueue')].Properties.QueueName = 'another-name';
+    }, jobTemplateFile);
+    const run = check('--base-assembly', base, '--assembly', requeued);
+    expect(run.status, run.output).toBe(1);
+    expect(run.output).toMatch(/AWS::RDS::DBSubnetGroup \w+ .* would move the database to other subnets, which RDS refuses .*: SubnetIds changed/);
+    expect(run.output).toMatch(/AWS::SQS::Queue DeadLetterQueue\w+ \(.*\/DeadLetterQueue\/Resource\) in EcsSaasBackend-prod\/\w+ would be replaced: QueueName changed/);
+  });
+
+  it('passes a loss recorded in an acknowledgements file with its reason, only for that resource lost that way', () => {
+    const recorded = path.join(work, 'recorded.json');
+    const renamedBucket = edited(base, 'renamed-bucket', (resources) => {
+      resources[idOf(resources, 'AWS::S3::Bucket', '/LogBucket')].Properties.BucketName = 'a-new-name';
+    });
+    const bucket = idOf(JSON.parse(readFileSync(path.join(base, `${STACK}.template.json`), 'utf8')).Resources, 'AWS::S3::Bucket', '/LogBucket');
+    const entry = { stack: STACK, logicalId: bucket, type: 'AWS::S3::Bucket', because: ['BucketName'], reason: 'the logs were copied to the new bucket' };
+    writeFileSync(recorded, JSON.stringify([entry, { ...entry, logicalId: 'SomethingElse' }]));
+    const run = check('--base-assembly', base, '--assembly', renamedBucket, '--acknowledgements', recorded);
+    expect(run.status, run.output).toBe(0);
+    expect(run.output).toMatch(new RegExp(`acknowledged in .*recorded\\.json: AWS::S3::Bucket ${bucket} .* would be replaced: BucketName changed \\(the logs were copied to the new bucket\\)`));
+    expect(run.output).toContain('1 entry of');
+    // The same resource lost another way is not covered.
+    writeFileSync(recorded, JSON.stringify([{ ...entry, because: ['ObjectLockEnabled'] }]));
+    expect(check('--base-assembly', base, '--assembly', renamedBucket, '--acknowledgements', recorded).status).toBe(1);
+    writeFileSync(recorded, JSON.stringify([{ ...entry, reason: '' }]));
+    const bad = check('--base-assembly', base, '--assembly', renamedBucket, '--acknowledgements', recorded);
+    expect(bad.status).toBe(2);
+    expect(bad.output).toContain('entry 0: reason must be a non-empty string, got ""');
+  });
+
   it('refuses bad arguments and a ref git does not know with exit 2 and one line, no stack trace', () => {
     const none = check();
     expect(none.status).toBe(2);
@@ -129,8 +164,8 @@ describe('npm run check:stateful', () => {
     expect(badRef.output).not.toMatch(/\n\s+at /);
   });
 
-  it('counts the database, its groups, secrets, keys, buckets and log groups as stateful', () => {
-    for (const type of ['AWS::RDS::DBInstance', 'AWS::RDS::DBSubnetGroup', 'AWS::RDS::DBParameterGroup', 'AWS::SecretsManager::Secret', 'AWS::KMS::Key', 'AWS::S3::Bucket', 'AWS::Logs::LogGroup']) {
+  it('counts the database, its groups, secrets, keys, buckets, log groups and queues as stateful', () => {
+    for (const type of ['AWS::RDS::DBInstance', 'AWS::RDS::DBSubnetGroup', 'AWS::RDS::DBParameterGroup', 'AWS::SecretsManager::Secret', 'AWS::KMS::Key', 'AWS::S3::Bucket', 'AWS::Logs::LogGroup', 'AWS::SQS::Queue']) {
       expect(STATEFUL_TYPES).toContain(type);
     }
   });

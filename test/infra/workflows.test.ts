@@ -18,6 +18,12 @@ const WORKFLOWS = path.join(REPO_ROOT, '.github/workflows');
 const read = (file: string) => readFileSync(path.join(WORKFLOWS, file), 'utf8');
 const VALIDATOR = path.join(REPO_ROOT, 'node_modules/.bin/action-validator');
 
+/** A workflow's jobs, each as its text, by id. */
+function jobsOf(workflow: string): Record<string, string> {
+  const jobs = workflow.slice(workflow.indexOf('\njobs:\n') + 7);
+  return Object.fromEntries(jobs.split(/^(?= {2}[\w-]+:$)/m).filter((j) => /^ {2}[\w-]+:$/m.test(j)).map((j) => [/^ {2}([\w-]+):/.exec(j)![1]!, j]));
+}
+
 describe('the workflow files', () => {
   it.each(readdirSync(WORKFLOWS))('%s passes action-validator', (file) => {
     const run = spawnSync(VALIDATOR, [path.join(WORKFLOWS, file)], { encoding: 'utf8' });
@@ -32,13 +38,19 @@ describe('the workflow files', () => {
 
   it('CI runs the install and test commands, both stages\' synth with cdk-nag, the guard rules and the linter', () => {
     const ci = read('ci.yml');
-    for (const command of ['npm ci', 'npm test', '-c stage=dev', '-c stage=prod', 'npm run check:guard', 'npm run lint:workflows', 'npm run check:stateful -- --base HEAD~1']) {
+    for (const command of ['npm ci', 'npm test', '-c stage=dev', '-c stage=prod', 'npm run check:guard', 'npm run lint:workflows', 'npm run check:updates']) {
       expect(ci, command).toContain(`- run: ${command.startsWith('-c') ? 'npx cdk synth --quiet -c alertEmail=none ' + command : command}`);
     }
     const local = readFileSync(path.join(REPO_ROOT, '.ci/run'), 'utf8');
-    for (const command of ['npm ci', 'npm test', 'npm run check:guard', 'npm run lint:workflows', 'npm run check:stateful']) expect(local, command).toContain(command);
-    // HEAD~1 is there for the check only when the checkout has it.
-    expect(ci).toMatch(/fetch-depth: 2/);
+    for (const command of ['npm ci', 'npm test', 'npm run check:guard', 'npm run lint:workflows', 'npm run check:updates']) expect(local, command).toContain(command);
+    // The stateful guard, for both stages, against the last commit whose CI passed, which the checkout must hold.
+    for (const file of [ci, local]) {
+      expect(file).toContain('base="$(.ci/base-ref)"');
+      expect(file).toContain('npm run check:stateful -- --base "$base" -c stage=dev');
+      expect(file).toContain('npm run check:stateful -- --base "$base"\n');
+    }
+    expect(ci).toMatch(/fetch-depth: 0/);
+    expect(ci).toMatch(/^ {2}actions: read$/m);
   });
 
   it.each(readdirSync(WORKFLOWS))('%s pins every action by its full commit SHA, with its version in a comment', (file) => {
@@ -56,7 +68,8 @@ describe('the workflow files', () => {
     }
     const checkouts = deploy.match(/uses: actions\/checkout@.*\n {8}with:\n {10}ref: \$\{\{ github\.event\.workflow_run\.head_sha \}\}/g) ?? [];
     expect(checkouts).toHaveLength(deploy.match(/uses: actions\/checkout@/g)!.length);
-    // Every later job waits for dev, so the condition on dev holds for all.
+    // Every later job waits for the build, so the condition on it holds for all.
+    expect(deploy).toMatch(/^ {2}dev:\n {4}needs: build$/m);
     expect(deploy).toMatch(/^ {2}plan:\n {4}needs: dev$/m);
   });
 
@@ -87,13 +100,45 @@ describe('the workflow files', () => {
     expect(deploy).toMatch(/^ {2}prod:\n {4}needs: plan$/m);
   });
 
+  it('installs the dependencies (and so runs their install scripts) only in a job that cannot mint a token; the jobs that can only unpack its build', () => {
+    const jobs = jobsOf(read('deploy.yml'));
+    expect(Object.keys(jobs)).toEqual(['build', 'dev', 'plan', 'prod']);
+    expect(jobs.build).toMatch(/^ {4}permissions:\n {6}contents: read\n {4}\w/m);
+    expect(jobs.build).toContain('- run: npm ci');
+    expect(jobs.build).toMatch(/uses: actions\/upload-artifact@.*\n {8}with:\n {10}name: workspace\n/);
+    for (const name of ['dev', 'plan', 'prod']) {
+      const job = jobs[name]!;
+      expect(job, name).toMatch(/^ {4}permissions:\n {6}contents: read\n {6}id-token: write$/m);
+      expect(job, name).not.toMatch(/npm (ci|install|i\b)|yarn|pnpm|actions\/checkout|actions\/cache|cache:/);
+      expect(job, name).toMatch(/uses: actions\/download-artifact@.*\n {8}with:\n {10}name: workspace\n/);
+    }
+  });
+
+  it('deploys nothing but main\'s head, so re-running an old run cannot put an old commit back', () => {
+    const jobs = jobsOf(read('deploy.yml'));
+    for (const name of ['dev', 'prod']) {
+      const job = jobs[name]!;
+      const gate = job.indexOf('name: The commit is still main\'s head');
+      expect(gate, name).toBeGreaterThan(0);
+      // Before any credentials are taken.
+      expect(gate, name).toBeLessThan(job.indexOf('configure-aws-credentials'));
+    }
+    // The gate's script, run as the step runs it, against a stand-in for `gh api`.
+    const script = /name: The commit is still main's head\n {8}run: \|\n((?: {10}.*\n)+)/.exec(jobs.dev!)![1]!.replace(/^ {10}/gm, '');
+    const gateRun = (mainHead: string, sha: string) => spawnSync('bash', ['-euo', 'pipefail', '-c', `gh() { echo ${mainHead}; }\n${script}`], { encoding: 'utf8', env: { ...process.env, SHA: sha, GITHUB_REPOSITORY: 'acme/ecs-saas-backend' } });
+    expect(gateRun('a'.repeat(40), 'a'.repeat(40)).status).toBe(0);
+    const old = gateRun('b'.repeat(40), 'a'.repeat(40));
+    expect(old.status).toBe(1);
+    expect(old.stdout).toContain(`${'a'.repeat(40)} is no longer the head of main (${'b'.repeat(40)} is)`);
+  });
+
   it('deploys the same environment-agnostic template as a laptop: no account or region context', () => {
     expect(read('deploy.yml')).not.toMatch(/-c (account|region)=/);
   });
 
   it('deploys with GitHub OIDC and no stored keys, one job per stage, prod after dev behind its environment', () => {
     const deploy = read('deploy.yml');
-    expect(deploy).toMatch(/^permissions:\n {2}contents: read\n {2}id-token: write$/m);
+    expect(deploy).toMatch(/^permissions:\n {2}contents: read\n\n/m);
     expect(deploy).not.toMatch(/secrets\.|aws-access-key-id|aws-secret-access-key/i);
     for (const stage of STAGES) {
       expect(deploy).toMatch(new RegExp(`^ {2}${stage}:\\n(?: {4}.*\\n)*? {4}environment: ${stage}$`, 'm'));
