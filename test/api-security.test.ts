@@ -17,8 +17,9 @@ import { DrainableServer } from '../app/http-server.js';
 import { createLogger } from '../app/logger.js';
 import { APP_ROLE, OPERATOR, OPERATOR_ROLE, queryAs, withIdentity } from '../app/tenancy.js';
 import { createTestDatabase, TEST_LOGIN_ROLE, type TestDatabase } from './helpers/db.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 let db: TestDatabase;
 let pool: Pool;
 let server: DrainableServer;

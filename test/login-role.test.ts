@@ -11,8 +11,9 @@ import { createLogger } from '../app/logger.js';
 import { asLoginRole, createTestDatabase, eventually, newClient, TEST_LOGIN_ROLE, type TestDatabase } from './helpers/db.js';
 import { NIGHTLY_TIME, invoiceCounts, runJob, seed } from './helpers/jobs.js';
 import { run, startServer } from './helpers/process.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'login-role-admin-key-0123456789abcdefghij';
+const ADMIN_KEY = randomAdminKey();
 
 /** Runs `sql` as `url`'s user; resolves with the (last statement's) rows, or the error Postgres answered. */
 async function as(url: string, sql: string): Promise<{ rows?: Record<string, unknown>[]; error?: string }> {
