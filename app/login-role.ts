@@ -93,18 +93,22 @@ export async function ensureLoginRole(db: Queryable, role: LoginRole, logger: Lo
   }
 }
 
-/** Undoes what the role could do to itself: its settings, and its large objects in this database. */
+/**
+ * Undoes what the role could do to itself: the settings it, or a role it may SET ROLE to, gave
+ * itself, and its large objects in this database.
+ */
 async function repair(db: Queryable, name: string, logger: Logger): Promise<void> {
-  const quoted = `"${name}"`;
-  const { rows: settings } = await db.query<{ datname: string | null; settings: string[] }>(
-    `SELECT d.datname, s.setconfig AS settings FROM pg_db_role_setting s LEFT JOIN pg_database d ON d.oid = s.setdatabase
-     WHERE s.setrole = (SELECT oid FROM pg_roles WHERE rolname = $1)`,
+  const { rows: settings } = await db.query<{ role: string; datname: string | null; settings: string[] }>(
+    `SELECT r.rolname AS role, d.datname, s.setconfig AS settings
+     FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole LEFT JOIN pg_database d ON d.oid = s.setdatabase
+     WHERE pg_has_role($1, r.oid, 'SET') ORDER BY 1, 2`,
     [name],
   );
   for (const s of settings) {
-    await db.query(s.datname === null ? `ALTER ROLE ${quoted} RESET ALL` : `ALTER ROLE ${quoted} IN DATABASE "${s.datname.replace(/"/g, '""')}" RESET ALL`);
+    const role = `"${s.role.replace(/"/g, '""')}"`;
+    await db.query(s.datname === null ? `ALTER ROLE ${role} RESET ALL` : `ALTER ROLE ${role} IN DATABASE "${s.datname.replace(/"/g, '""')}" RESET ALL`);
     const names = s.settings.map((kv) => kv.split('=')[0]);
-    logger.warn({ role: name, database: s.datname, settings: names }, `reset the login role's own settings (${names.join(', ')})${s.datname === null ? '' : ` in database ${s.datname}`}: the role had set them itself`);
+    logger.warn({ role: s.role, database: s.datname, settings: names }, `reset the settings role ${s.role} had given itself (${names.join(', ')})${s.datname === null ? '' : ` in database ${s.datname}`}`);
   }
   const { rows: objects } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_largeobject_metadata WHERE lomowner = (SELECT oid FROM pg_roles WHERE rolname = $1)', [name]);
   if (objects[0]!.n === 0) return;
