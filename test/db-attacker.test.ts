@@ -44,6 +44,7 @@ function attacks(ids: { account: string; invoicedDay: string; owner: string }): 
     { what: 'change the login role\'s password', sql: `ALTER ROLE ${LOGIN} PASSWORD 'attacker-chosen-password'`, except: { [LOGIN]: 'ok:0' } },
     { what: 'create a temporary table', sql: 'CREATE TEMP TABLE t_attack (id int)' },
     { what: 'un-revoke keys', sql: 'UPDATE api_keys SET revoked_at = NULL WHERE revoked_at IS NOT NULL', except: { [APP_ROLE]: INVARIANT, [OPERATOR_ROLE]: INVARIANT } },
+    { what: 'mint a key', sql: `INSERT INTO api_keys (account_id, prefix, key_hash) VALUES (${ids.account}, 'sbk_z', sha256('minted'::bytea))`, except: { [OPERATOR_ROLE]: 'ok:1' } },
     { what: 'insert an invoice with any amount', sql: `INSERT INTO invoices (account_id, period_start, period_end, quantity, amount_cents) VALUES (${ids.account}, '2025-01-01', '2025-01-02', 1, 999999999)` },
     { what: 'insert usage on an invoiced day', sql: usageOn(`${ids.invoicedDay}T12:00:00Z`) },
     { what: 'insert usage before the account existed', sql: usageOn('1999-06-01T00:00:00Z') },

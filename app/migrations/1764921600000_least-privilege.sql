@@ -61,6 +61,8 @@ REVOKE INSERT ON invoices FROM ecs_saas_operator, ecs_saas_app;
 REVOKE DELETE ON usage FROM ecs_saas_operator;
 REVOKE INSERT, UPDATE ON usage_daily FROM ecs_saas_operator, ecs_saas_app;
 REVOKE INSERT ON accounts FROM ecs_saas_app;
+-- Only the operator mints keys (app/api/keys.ts): an account's transaction, hijacked, mints none.
+REVOKE INSERT ON api_keys FROM ecs_saas_app;
 
 -- Billing: locks the accounts it bills, sums their usage, inserts their invoices. An invoice
 -- it writes is for one UTC day that has ended, of an active account created before the day
@@ -187,6 +189,7 @@ DROP POLICY billing_lock ON accounts;
 DROP POLICY billing_read ON accounts;
 REVOKE ALL ON accounts, usage, invoices, usage_daily FROM ecs_saas_billing, ecs_saas_reporting, ecs_saas_retention, ecs_saas_export;
 GRANT INSERT ON accounts TO ecs_saas_app;
+GRANT INSERT ON api_keys TO ecs_saas_app;
 GRANT INSERT, UPDATE ON usage_daily TO ecs_saas_operator, ecs_saas_app;
 GRANT DELETE ON usage TO ecs_saas_operator;
 GRANT INSERT ON invoices TO ecs_saas_operator, ecs_saas_app;
