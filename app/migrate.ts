@@ -37,10 +37,18 @@ export interface MigrateOptions {
  * server older than the migrations support is refused first (app/pg-version.ts).
  */
 export async function migrate(pool: Pool, logger: Logger, { lockTimeoutMs = Infinity, signal }: MigrateOptions = {}): Promise<string[] | undefined> {
-  await requireSupportedServer(pool);
+  try {
+    await requireSupportedServer(pool);
+  } catch (err) {
+    // A shutdown ends the pool under the check: that is the shutdown, not a failure.
+    if (signal?.aborted) return undefined;
+    throw err;
+  }
   const t0 = performance.now();
   let loggedAt = -Infinity;
   for (;;) {
+    // A shutdown that came during the check (or a wait) ends the pool: migrate nothing.
+    if (signal?.aborted) return undefined;
     const applied = await migrateOnce(pool, logger);
     if (applied) {
       const names = applied.map((m) => m.name);
