@@ -16,7 +16,7 @@ import { parseSmokeArgs, reportSmokeError, runSmoke, SMOKE_OUTPUTS } from '../bi
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { randomAdminKey } from './helpers/admin-key.js';
 
-const OPERATOR_KEY = 'smoke-operator-key-0123456789abcdefghijklmnopqrstuv';
+const OPERATOR_KEY = randomAdminKey();
 const SECRET_ARN = 'arn:aws:secretsmanager:us-east-1:123456789012:secret:ApiAdminApiKey-AbCdEf';
 const ATTEMPTS = 2;
 
