@@ -18,6 +18,7 @@ const FAST = [
   'test/api.test.ts',
   'test/api-security.test.ts',
   'test/config.test.ts',
+  'test/pg-version.test.ts',
   'test/health.test.ts',
   'test/layout.test.ts',
   'test/readme.test.ts',

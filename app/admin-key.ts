@@ -1,8 +1,10 @@
 /**
  * What an ADMIN_API_KEY must be: long, printable, and random-looking. The checks catch keys a
- * person made up or a template left behind, not every weak key: a random key of the minimum
- * length clears each of them with room to spare, and a key that fails one stops start-up
- * (app/config.ts) with a message that says which rule it broke.
+ * person made up or a template left behind: a random key of the minimum length clears each of
+ * them with room to spare, and a key that fails one stops start-up (app/config.ts) with a
+ * message that says which rule it broke. These are cheap and run wherever the configuration
+ * is read; the server, the one that accepts the key, also asks a strength estimator
+ * (app/admin-key-strength.ts) about dictionary words and keyboard walks.
  */
 import { z } from 'zod';
 import { KEY_PREFIX } from './key-format.js';
@@ -30,7 +32,9 @@ export const ADMIN_KEY_MAX_REPEAT_SHARE = 0.6;
  */
 export const ADMIN_KEY_MAX_RUN_SHARE = 0.75;
 
-const EXAMPLE = '(for example: openssl rand -base64 48)';
+/** A command that prints a good key, named by every refusal. */
+export const GENERATE_ADMIN_KEY = 'openssl rand -base64 48';
+const EXAMPLE = `(for example: ${GENERATE_ADMIN_KEY})`;
 
 /** The largest share of characters equal to the one p places before, over shifts p up to half the key. */
 export function repeatShare(key: string): number {
@@ -51,6 +55,17 @@ export function runShare(key: string): number {
   return same / (key.length - 2);
 }
 
+/**
+ * repeatShare of the steps between characters: a pattern whose steps repeat (`aAbBcCdD...`,
+ * `a1b2c3...`, `acegik...`) although its characters do not. A random key's steps are as
+ * random as its characters, so the same bound applies.
+ */
+export function stepRepeatShare(key: string): number {
+  let steps = '';
+  for (let i = 1; i < key.length; i++) steps += String.fromCharCode(0x100 + key.charCodeAt(i) - key.charCodeAt(i - 1));
+  return repeatShare(steps);
+}
+
 export const adminApiKey = z
   .string()
   .min(ADMIN_KEY_MIN_LENGTH, { message: `accepts a key of at least ${ADMIN_KEY_MIN_LENGTH} characters` })
@@ -58,4 +73,5 @@ export const adminApiKey = z
   .refine((v) => new Set(v).size >= ADMIN_KEY_MIN_DISTINCT, { message: `accepts a random key of at least ${ADMIN_KEY_MIN_DISTINCT} distinct characters ${EXAMPLE}` })
   .refine((v) => repeatShare(v) < ADMIN_KEY_MAX_REPEAT_SHARE, { message: `accepts a random key, not one that repeats a block of itself (such as abcdabcd...) ${EXAMPLE}` })
   .refine((v) => runShare(v) < ADMIN_KEY_MAX_RUN_SHARE, { message: `accepts a random key, not a run of consecutive characters (such as abcdefgh... or 12345678...) ${EXAMPLE}` })
+  .refine((v) => stepRepeatShare(v) < ADMIN_KEY_MAX_REPEAT_SHARE, { message: `accepts a random key, not an alternating pattern (such as aAbBcC... or a1b2c3...) ${EXAMPLE}` })
   .refine((v) => !v.startsWith(KEY_PREFIX), { message: `accepts a key that does not start with ${KEY_PREFIX}, the prefix of account API keys: a leaked admin key would be taken for an account's, and revoking it through the API does nothing` });

@@ -5,7 +5,13 @@
  * The role can log in and do nothing else on its own: no SUPERUSER, CREATEROLE, CREATEDB,
  * REPLICATION or BYPASSRLS, and it owns nothing. Its rights all come from the group
  * ecs_saas_runtime (app/migrations/*_runtime-role.sql), of which it is made a member. A role
- * of that name that holds more, or owns something, is refused rather than used.
+ * of that name that holds more, or owns something, is refused rather than used, with the
+ * command that fixes it.
+ *
+ * What Postgres lets any role do to itself, this undoes on every run, so every deploy (whose
+ * migrations task runs it) starts from a clean role: a setting the role gave itself (`ALTER
+ * ROLE ... SET`, here or in one database) is reset, its password is set again, and large
+ * objects it made (nothing of the app's makes any) are removed.
  *
  * The password never travels in clear: the role gets a SCRAM-SHA-256 verifier computed here
  * (as psql's \password does), so a statement that Postgres logs, on an error say, holds no
@@ -73,9 +79,10 @@ export async function ensureLoginRole(db: Queryable, role: LoginRole, logger: Lo
       ? `CREATE ROLE ${quoted} LOGIN INHERIT PASSWORD ${verifier}`
       : `ALTER ROLE ${quoted} LOGIN INHERIT PASSWORD ${verifier}`);
     await db.query(`GRANT ${RUNTIME_GROUP} TO ${quoted}`);
-    const problems = await excessOf(db, role.name);
-    if (problems.length > 0) {
-      throw new LoginRoleError(`the login role ${role.name} ${problems.join(' and ')}; the API and the jobs must log in as a role that owns nothing and can do nothing but log in (docs/security.md). Remove that, or choose another name`);
+    if (!created) await repair(db, role.name, logger);
+    const excess = await excessOf(db, role.name);
+    if (excess.problems.length > 0) {
+      throw new LoginRoleError(`the login role ${role.name} ${excess.problems.join(' and ')}; the API and the jobs must log in as a role that owns nothing and can do nothing but log in (docs/security.md). Remove that (${excess.fixes.join('; ')}), or choose another name`);
     }
     await db.query('COMMIT');
     logger.info({ role: role.name, group: RUNTIME_GROUP }, `${created ? 'created' : 'updated'} the login role ${role.name} (member of ${RUNTIME_GROUP}; the API and the jobs log in as it)`);
@@ -86,8 +93,41 @@ export async function ensureLoginRole(db: Queryable, role: LoginRole, logger: Lo
   }
 }
 
-/** What `name` holds beyond a login role's due: attributes, and objects it owns in any database. */
-async function excessOf(db: Queryable, name: string): Promise<string[]> {
+/**
+ * Undoes what the role could do to itself: the settings it, or a role it may SET ROLE to, gave
+ * itself, and its large objects in this database.
+ */
+async function repair(db: Queryable, name: string, logger: Logger): Promise<void> {
+  const { rows: settings } = await db.query<{ role: string; datname: string | null; settings: string[] }>(
+    `SELECT r.rolname AS role, d.datname, s.setconfig AS settings
+     FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole LEFT JOIN pg_database d ON d.oid = s.setdatabase
+     WHERE pg_has_role($1, r.oid, 'SET') ORDER BY 1, 2`,
+    [name],
+  );
+  for (const s of settings) {
+    const role = `"${s.role.replace(/"/g, '""')}"`;
+    await db.query(s.datname === null ? `ALTER ROLE ${role} RESET ALL` : `ALTER ROLE ${role} IN DATABASE "${s.datname.replace(/"/g, '""')}" RESET ALL`);
+    const names = s.settings.map((kv) => kv.split('=')[0]);
+    logger.warn({ role: s.role, database: s.datname, settings: names }, `reset the settings role ${s.role} had given itself (${names.join(', ')})${s.datname === null ? '' : ` in database ${s.datname}`}`);
+  }
+  const { rows: objects } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_largeobject_metadata WHERE lomowner = (SELECT oid FROM pg_roles WHERE rolname = $1)', [name]);
+  if (objects[0]!.n === 0) return;
+  await db.query('SAVEPOINT large_objects');
+  try {
+    await db.query('SELECT lo_unlink(oid) FROM pg_largeobject_metadata WHERE lomowner = (SELECT oid FROM pg_roles WHERE rolname = $1)', [name]);
+    await db.query('RELEASE SAVEPOINT large_objects');
+    logger.warn({ role: name, largeObjects: objects[0]!.n }, `removed ${objects[0]!.n} large object(s) the login role had made: nothing of the app's makes one`);
+  } catch (err) {
+    if ((err as { code?: string }).code !== '42501') throw err;
+    await db.query('ROLLBACK TO SAVEPOINT large_objects');
+    throw new LoginRoleError(
+      `the login role ${name} owns ${objects[0]!.n} large object(s), which the user that migrates may not remove; remove them as the login role itself (psql "<its connection>" -c "SELECT lo_unlink(oid) FROM pg_largeobject_metadata WHERE lomowner = current_user::regrole"), then migrate again`,
+    );
+  }
+}
+
+/** What `name` holds beyond a login role's due (attributes, objects it owns in any database, other groups), and the commands that remove it. */
+async function excessOf(db: Queryable, name: string): Promise<{ problems: string[]; fixes: string[] }> {
   const { rows } = await db.query<{ attributes: string[]; owned: number; member_of: string[] }>(
     `SELECT array_remove(ARRAY[
               CASE WHEN r.rolsuper THEN 'SUPERUSER' END, CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END,
@@ -101,8 +141,18 @@ async function excessOf(db: Queryable, name: string): Promise<string[]> {
   );
   const r = rows[0]!;
   const problems: string[] = [];
-  if (r.attributes.length > 0) problems.push(`has ${r.attributes.join(', ')}`);
-  if (r.owned > 0) problems.push(`owns ${r.owned} object(s)`);
-  if (r.member_of.length > 0) problems.push(`is a member of ${r.member_of.join(', ')}`);
-  return problems;
+  const fixes: string[] = [];
+  if (r.attributes.length > 0) {
+    problems.push(`has ${r.attributes.join(', ')}`);
+    fixes.push(`ALTER ROLE ${name} ${r.attributes.map((a) => `NO${a}`).join(' ')}`);
+  }
+  if (r.owned > 0) {
+    problems.push(`owns ${r.owned} object(s)`);
+    fixes.push(`REASSIGN OWNED BY ${name} TO <another role>, in each database where it owns something`);
+  }
+  if (r.member_of.length > 0) {
+    problems.push(`is a member of ${r.member_of.join(', ')}`);
+    fixes.push(`REVOKE ${r.member_of.join(', ')} FROM ${name}`);
+  }
+  return { problems, fixes };
 }

@@ -14,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate';
 import type { Pool, PoolClient } from './db.js';
 import type { Logger } from './logger.js';
+import { requireSupportedServer } from './pg-version.js';
 
 /** The migrations folder; the build copies it next to the compiled code. */
 export const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations', import.meta.url));
@@ -31,11 +32,23 @@ export interface MigrateOptions {
   readonly signal?: AbortSignal;
 }
 
-/** Applies what is pending; the names applied, or undefined when `signal` aborted the wait. */
+/**
+ * Applies what is pending; the names applied, or undefined when `signal` aborted the wait. A
+ * server older than the migrations support is refused first (app/pg-version.ts).
+ */
 export async function migrate(pool: Pool, logger: Logger, { lockTimeoutMs = Infinity, signal }: MigrateOptions = {}): Promise<string[] | undefined> {
+  try {
+    await requireSupportedServer(pool);
+  } catch (err) {
+    // A shutdown ends the pool under the check: that is the shutdown, not a failure.
+    if (signal?.aborted) return undefined;
+    throw err;
+  }
   const t0 = performance.now();
   let loggedAt = -Infinity;
   for (;;) {
+    // A shutdown that came during the check (or a wait) ends the pool: migrate nothing.
+    if (signal?.aborted) return undefined;
     const applied = await migrateOnce(pool, logger);
     if (applied) {
       const names = applied.map((m) => m.name);

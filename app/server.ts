@@ -2,6 +2,7 @@
  * Server mode: migrate (unless MIGRATE_ON_START=false), serve the API, run the background workers, and drain on SIGTERM.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { requireGuessResistantAdminKey } from './admin-key-strength.js';
 import { createApi } from './api.js';
 import type { Config } from './config.js';
 import { createPool } from './db.js';
@@ -19,6 +20,8 @@ import type { ShutdownStep } from './shutdown.js';
 import { inSpan, KEEP_TRACE, startTracingFor } from './tracing/trace.js';
 
 export async function runServer(config: Config): Promise<void> {
+  // Before anything starts: a guessable key stops the server (exit 2) with nothing to undo.
+  if (config.ADMIN_API_KEY !== undefined) await requireGuessResistantAdminKey(config.ADMIN_API_KEY);
   const logger = createLogger(config.LOG_LEVEL, { mode: 'server' });
   const shutdown = new ShutdownCoordinator({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS, logger }).install();
   const pool = createPool(config.database, {

@@ -27,8 +27,23 @@ export const APP_ROLE = 'ecs_saas_app';
  */
 export const OPERATOR_ROLE = 'ecs_saas_operator';
 
+/**
+ * The roles of the jobs' work, each with only the rights its job needs
+ * (app/migrations/*_least-privilege.sql): like the operator's, their policies let them see
+ * every row of the tables they work on, and nothing of the others.
+ */
+export const JOB_ROLES = {
+  billing: 'ecs_saas_billing',
+  reporting: 'ecs_saas_reporting',
+  retention: 'ecs_saas_retention',
+  export: 'ecs_saas_export',
+} as const;
+
+/** The roles that see every row: the operator's and the jobs'. */
+export type OperatorRole = typeof OPERATOR_ROLE | (typeof JOB_ROLES)[keyof typeof JOB_ROLES];
+
 export type Identity =
-  | { readonly kind: 'operator' }
+  | { readonly kind: 'operator'; readonly role: OperatorRole }
   | { readonly kind: 'account'; readonly accountId: string }
   | KeyIdentity;
 
@@ -40,8 +55,16 @@ export interface KeyIdentity {
   accountId?: string;
 }
 
-/** The operator: the admin key's holder, and the jobs and workers. */
-export const OPERATOR: Identity = { kind: 'operator' };
+/** The operator: the admin key's holder. */
+export const OPERATOR: Identity = { kind: 'operator', role: OPERATOR_ROLE };
+/** billing-run, and the operator's POST /accounts/:id/invoices: the one writer of invoices. */
+export const BILLING: Identity = { kind: 'operator', role: JOB_ROLES.billing };
+/** report-aggregation: the one writer of the daily rollups. */
+export const REPORTING: Identity = { kind: 'operator', role: JOB_ROLES.reporting };
+/** data-cleanup: the one that deletes usage (accounted for) and old job runs. */
+export const RETENTION: Identity = { kind: 'operator', role: JOB_ROLES.retention };
+/** weekly-export: reads invoices and accounts, writes nothing. */
+export const EXPORT: Identity = { kind: 'operator', role: JOB_ROLES.export };
 
 /** A key that matches no live key: unknown, or revoked. */
 export class UnknownKeyError extends Error {
@@ -169,15 +192,17 @@ const IDENTITY_STATEMENTS = {
     name: 'tenant_identity_account',
     sql: `PREPARE tenant_identity_account(text) AS SELECT set_config('role', '${APP_ROLE}', true), set_config('app.account_id', $1, true) AS account_id, set_config('app.operator', 'off', true)`,
   },
-  operator: {
-    name: 'tenant_identity_operator',
-    sql: `PREPARE tenant_identity_operator AS SELECT set_config('role', '${OPERATOR_ROLE}', true), set_config('app.account_id', '', true) AS account_id, set_config('app.operator', 'on', true)`,
-  },
 } as const;
+
+/** The statement of a role that sees every row: `tenant_identity_ecs_saas_operator`, and so on. */
+function operatorStatement(role: OperatorRole): { name: string; sql: string } {
+  const name = `tenant_identity_${role}`;
+  return { name, sql: `PREPARE ${name} AS SELECT set_config('role', '${role}', true), set_config('app.account_id', '', true) AS account_id, set_config('app.operator', 'on', true)` };
+}
 
 /** The SQL that sets `identity` on a connection that has prepared `known`, and what it prepares. */
 function identityStatement(identity: Identity, known: ReadonlySet<string>): { sql: string; prepared: string[] } {
-  const statement = IDENTITY_STATEMENTS[identity.kind];
+  const statement = identity.kind === 'operator' ? operatorStatement(identity.role) : IDENTITY_STATEMENTS[identity.kind];
   let args = '';
   if (identity.kind === 'account') {
     if (!/^[1-9]\d{0,18}$/.test(identity.accountId)) throw new Error(`not an account id: ${JSON.stringify(identity.accountId)}`);

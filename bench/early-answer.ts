@@ -6,13 +6,14 @@
  * request: the bytes the server process read (/proc/<pid>/io `rchar`, which counts its socket
  * reads), the bytes the client got into its kernel, and the time to the close. Medians.
  */
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { startServer } from '../test/helpers/process.js';
 import { earlyAnswerCases, flood } from '../test/helpers/flood.js';
 import { benchPostgres, fmt, median } from './lib.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const ADMIN_KEY = 'bench-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomBytes(32).toString('base64url');
 
 function bytesRead(pid: number): number {
   return Number(/^rchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))![1]);

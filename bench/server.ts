@@ -6,6 +6,7 @@
  */
 import http from 'node:http';
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startServer, start, type Proc } from '../test/helpers/process.js';
@@ -13,7 +14,7 @@ import { get, loadAcrossSigterm } from '../test/helpers/load.js';
 import { newApiKey } from '../app/auth.js';
 import { benchPostgres, fmt, median, throughput } from './lib.js';
 
-const BENCH_ADMIN_KEY = 'bench-admin-key-0123456789abcdefghijklmnop';
+const BENCH_ADMIN_KEY = randomBytes(32).toString('base64url');
 
 const CYCLES = Number(process.env.BENCH_DRAIN_CYCLES ?? 12);
 const LOAD_REQUESTS = Number(process.env.BENCH_LOAD_REQUESTS ?? 2500);

@@ -12,8 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApi, type InProcessApi } from './helpers/api.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { earlyAnswerCases, flood, type Flooded } from './helpers/flood.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 const MADE_UP_KEY = `sbk_${'A'.repeat(43)}`;
 const DRAIN_BYTES = 64 * 1024;
 const DRAIN_MS = 1_000;

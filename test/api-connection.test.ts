@@ -7,8 +7,9 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, eventually, type TestDatabase } from './helpers/db.js';
 import { startServer } from './helpers/process.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 let db: TestDatabase;
 let server: Awaited<ReturnType<typeof startServer>>;
 

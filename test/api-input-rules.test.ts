@@ -19,8 +19,9 @@ import { createPool, type Pool } from '../app/db.js';
 import { DrainableServer } from '../app/http-server.js';
 import { createLogger } from '../app/logger.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 const BODY_LIMIT_BYTES = 100 * 1024;
 /** A well-formed account key that no account holds. */
 const MADE_UP_KEY = `sbk_${'A'.repeat(43)}`;

@@ -17,8 +17,9 @@ import { DrainableServer } from '../app/http-server.js';
 import { createLogger } from '../app/logger.js';
 import { APP_ROLE, OPERATOR, OPERATOR_ROLE, queryAs, withIdentity } from '../app/tenancy.js';
 import { createTestDatabase, TEST_LOGIN_ROLE, type TestDatabase } from './helpers/db.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 let db: TestDatabase;
 let pool: Pool;
 let server: DrainableServer;
@@ -164,7 +165,7 @@ describe('tenant isolation', () => {
   });
 
   it('fails closed: the role with no identity set sees no tenant row, and cannot write one', async () => {
-    await newAccount();
+    const { id } = await newAccount();
     const client = await pool.connect();
     try {
       await client.query(`BEGIN; SET LOCAL ROLE ${APP_ROLE}`);
@@ -172,7 +173,10 @@ describe('tenant isolation', () => {
         const { rows } = await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
         expect({ table, n: rows[0]!.n }).toEqual({ table, n: 0 });
       }
-      await expect(client.query(`INSERT INTO accounts (name, email) VALUES ('x', 'x@closed.example')`)).rejects.toThrow(/row-level security/);
+      // Usage, which the role may insert for its own account only; accounts only the operator creates.
+      await expect(client.query(`SAVEPOINT s; INSERT INTO usage (account_id, metric, quantity) VALUES (${id}, 'api_calls', 1)`)).rejects.toThrow(/row-level security/);
+      await client.query('ROLLBACK TO SAVEPOINT s');
+      await expect(client.query(`INSERT INTO accounts (name, email) VALUES ('x', 'x@closed.example')`)).rejects.toThrow(/permission denied for table accounts/);
     } finally {
       await client.query('ROLLBACK');
       client.release();

@@ -8,8 +8,9 @@ import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApi, type InProcessApi } from './helpers/api.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 /** A well-formed account key that no account holds. */
 const MADE_UP_KEY = `sbk_${'A'.repeat(43)}`;
 let db: TestDatabase;

@@ -10,13 +10,14 @@ import { createPool, type Pool } from '../app/db.js';
 import { DrainableServer } from '../app/http-server.js';
 import { createLogger } from '../app/logger.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
 let db: TestDatabase;
 let pool: Pool;
 let server: DrainableServer;
 let base: string;
 let draining = false;
-const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 
 async function serve(env: Record<string, string>, poolOverride?: Pool): Promise<{ server: DrainableServer; base: string }> {
   const config = loadConfig({ DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY, ...env });

@@ -59,7 +59,8 @@ describe('configuration', () => {
     for (const key of [` ${RANDOM_HEX_KEY}`, `${RANDOM_HEX_KEY}\n`, `${RANDOM_HEX_KEY.slice(0, 16)}\t${RANDOM_HEX_KEY.slice(16)}`]) {
       refused(key, /ADMIN_API_KEY="\(hidden\)": accepts printable ASCII without spaces/);
     }
-    // Keys made from random bytes pass whatever their alphabet, and so does the tests' made-up key with a run in it.
+    // Keys made from random bytes pass whatever their alphabet, and so do made-up keys with a run in them: the server's
+    // strength estimator refuses those (test/admin-key-strength.test.ts).
     for (const key of [RANDOM_HEX_KEY, RANDOM_BASE64URL_43, 'test-admin-key-0123456789abcdefghijklmnop', 'fault-tests-admin-key-0123456789abcdef0123456789abcdef']) {
       expect(loadConfig({ ...DB, ADMIN_API_KEY: key }).ADMIN_API_KEY, key).toBe(key);
     }

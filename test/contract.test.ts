@@ -18,8 +18,9 @@ import { createLogger } from '../app/logger.js';
 import { documentVerdict } from './fuzz/contract.js';
 import { operationsOf } from './fuzz/requests.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 const ops = operationsOf(openApiDocument());
 const opAt = (method: string, template: string) => ops.find((o) => o.method === method && o.template === template)!;
 

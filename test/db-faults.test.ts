@@ -10,10 +10,11 @@ import { createTestDatabase, eventually, type TestDatabase } from './helpers/db.
 import { NIGHTLY_TIME, emfLines, expectOneInvoicePerActiveAccount, jobEnv, seed } from './helpers/jobs.js';
 import { startOwnPostgres, type OwnPostgres } from './helpers/own-postgres.js';
 import { start, startServer, type LogLine } from './helpers/process.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
 const INTERVAL_MS = 300;
 // The account routes need a key; a key the config does not know is ignored.
-const ADMIN_API_KEY = 'fault-tests-admin-key-0123456789abcdef0123456789abcdef';
+const ADMIN_API_KEY = randomAdminKey();
 const AUTH = { authorization: `Bearer ${ADMIN_API_KEY}` };
 
 const took = (l: LogLine) => /took the lock for worker usage-summary/.test(l.msg);

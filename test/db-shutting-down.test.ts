@@ -10,8 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dbTrouble } from '../app/db-errors.js';
 import { startApi } from './helpers/api.js';
 import { startOwnPostgres, type OwnPostgres } from './helpers/own-postgres.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 let own: OwnPostgres;
 beforeAll(async () => {
   own = await startOwnPostgres();

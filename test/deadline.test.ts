@@ -10,8 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApi, type InProcessApi } from './helpers/api.js';
 import { createTestDatabase, eventually, newClient, type TestDatabase } from './helpers/db.js';
 import { startOwnPostgres, type OwnPostgres } from './helpers/own-postgres.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 const DEADLINE_MS = 1_500;
 const POOL_MAX = 3;
 /** Statements are not cut by Postgres here: only the deadline can end the wait. */

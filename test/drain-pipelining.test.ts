@@ -14,6 +14,7 @@ import { loadConfig } from '../app/config.js';
 import { DrainableServer } from '../app/http-server.js';
 import { createTestDatabase, eventually } from './helpers/db.js';
 import { startServer } from './helpers/process.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
 const config = loadConfig({ DATABASE_URL: 'postgres://unused@127.0.0.1/none' });
 const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: test\r\n\r\n`;
@@ -205,7 +206,7 @@ describe('a client that pipelines without bound', () => {
 describe('SIGTERM with pipelined requests on one socket, against the real server process', () => {
   it('answers the request running in full and never runs the POST, DELETE and GET pipelined behind it (rows checked)', async () => {
     const db = await createTestDatabase();
-    const adminKey = 'test-admin-key-0123456789abcdefghijklmnop';
+    const adminKey = randomAdminKey();
     const server = await startServer({ DATABASE_URL: db.url, ADMIN_API_KEY: adminKey, ENABLE_WORKERS: 'false', PRE_STOP_DELAY_MS: '0' });
     try {
       const asAdmin = { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' };

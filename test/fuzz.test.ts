@@ -20,8 +20,9 @@ import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { startServer, type Proc } from './helpers/process.js';
 import { documentVerdict, pathParams, responseVerdict } from './fuzz/contract.js';
 import { mutatedRequest, operationsOf, validRequest, type Caller, type Request, type World } from './fuzz/requests.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'fuzz-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 const MINUTES = Number(process.env.FUZZ_MINUTES ?? 0);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 150);
 const SEED = Number(process.env.FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));

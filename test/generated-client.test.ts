@@ -12,8 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPENAPI_FILE } from '../app/api/write-openapi.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { start, startServer, type Proc } from './helpers/process.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'client-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 const CLIENT_DIR = path.resolve('test/client');
 const GENERATED = path.join(CLIENT_DIR, 'generated/openapi.d.ts');
 // openapi-typescript needs TypeScript 5's API; it lives in a dev-only workspace beside it.

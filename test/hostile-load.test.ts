@@ -9,8 +9,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { gzipSync } from 'node:zlib';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { startServer, type Proc } from './helpers/process.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 /** docs/security.md: the p99 event-loop delay bound under this load, a quarter of the 2 s stall /livez reports. */
 const LOOP_P99_BOUND_MS = 500;
 const RATE_PER_SECOND = 20;

@@ -16,6 +16,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../app/dev/embedded-postgres.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { run, start, startServer, type Proc } from './helpers/process.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
 const LAUNCHER = [process.execPath, path.resolve('dist/app/dev/local.js')];
 const ROUNDS = Number(process.env.LOCAL_RACE_ROUNDS ?? 2);
@@ -113,7 +114,7 @@ describe('a port that is taken: one line that names it, what holds it and the va
 
   it("the API's port, held by another API (a second npm start)", async () => {
     db = await createTestDatabase();
-    const env = { DATABASE_URL: db.url, ADMIN_API_KEY: 'Zq0v1c8WmH2r9Tn4yKx7bLd3sGf6pJeA' };
+    const env = { DATABASE_URL: db.url, ADMIN_API_KEY: randomAdminKey() };
     const first = await startServer(env);
     started.push(first);
     const second = await run([], { ...env, PORT: String(first.port) });

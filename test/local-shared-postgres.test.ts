@@ -10,6 +10,9 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../app/dev/embedded-postgres.js';
 import { start, type Proc } from './helpers/process.js';
+import { randomAdminKey } from './helpers/admin-key.js';
+
+const SHARED_ADMIN_KEY = randomAdminKey();
 
 const LAUNCHER = [process.execPath, path.resolve('dist/app/dev/local.js')];
 const dataDir = mkdtempSync(path.resolve('.data/shared-'));
@@ -22,7 +25,7 @@ afterAll(() => {
 });
 
 async function launch(args: string[], env: Record<string, string> = {}): Promise<Proc> {
-  const proc = start(args, { LOCAL_PG_DATA_DIR: dataDir, LOCAL_PG_PORT: String(await freePort()), ADMIN_API_KEY: 'shared-postgres-test-admin-key-0123456789', ...env }, LAUNCHER);
+  const proc = start(args, { LOCAL_PG_DATA_DIR: dataDir, LOCAL_PG_PORT: String(await freePort()), ADMIN_API_KEY: SHARED_ADMIN_KEY, ...env }, LAUNCHER);
   started.push(proc);
   return proc;
 }
@@ -58,7 +61,7 @@ describe('local commands beside npm start', () => {
       if (args[0] === 'jobs') expect(cmd.stdout()).not.toContain('no DATABASE_URL');
     }
     // The seeded accounts are in the first API's database.
-    const accounts = await fetch(`http://127.0.0.1:${listening.port as number}/accounts`, { headers: { authorization: 'Bearer shared-postgres-test-admin-key-0123456789' } });
+    const accounts = await fetch(`http://127.0.0.1:${listening.port as number}/accounts`, { headers: { authorization: `Bearer ${SHARED_ADMIN_KEY}` } });
     expect(accounts.status).toBe(200);
     expect(((await accounts.json()) as { items: unknown[] }).items.length).toBeGreaterThanOrEqual(2);
 

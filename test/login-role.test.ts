@@ -11,8 +11,9 @@ import { createLogger } from '../app/logger.js';
 import { asLoginRole, createTestDatabase, eventually, newClient, TEST_LOGIN_ROLE, type TestDatabase } from './helpers/db.js';
 import { NIGHTLY_TIME, invoiceCounts, runJob, seed } from './helpers/jobs.js';
 import { run, startServer } from './helpers/process.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'login-role-admin-key-0123456789abcdefghij';
+const ADMIN_KEY = randomAdminKey();
 
 /** Runs `sql` as `url`'s user; resolves with the (last statement's) rows, or the error Postgres answered. */
 async function as(url: string, sql: string): Promise<{ rows?: Record<string, unknown>[]; error?: string }> {
@@ -60,6 +61,33 @@ describe('the migrate command', () => {
       expect(out).not.toContain(role.password);
       expect(out).not.toContain(second.password);
     }
+  });
+
+  it('repairs a tampered login role: its own settings reset, its large object removed, its password set again', async () => {
+    const env = { DATABASE_URL: db.url, DB_LOGIN_ROLE: role.name, DB_LOGIN_PASSWORD: role.password };
+    const before = await run(['migrate'], env);
+    expect(before.code, before.stdout + before.stderr).toBe(0);
+    // What Postgres lets any role do to itself: a lasting default that breaks every new connection, a new password.
+    const tamper = await as(asLoginRole(db.url, role), `ALTER ROLE ${role.name} SET statement_timeout = '1ms'; ALTER ROLE ${role.name} IN DATABASE ${db.name} SET lock_timeout = '1ms'; ALTER ROLE ${role.name} PASSWORD 'attacker-chosen-password'`);
+    expect(tamper.error).toBeUndefined();
+    // A large object it owns, as on a server where the migration could not revoke lo_create from PUBLIC.
+    await db.query(`SELECT lo_create(0) AS oid`).then(([r]) => db.query(`ALTER LARGE OBJECT ${r!.oid as number} OWNER TO ${role.name}`));
+
+    const repaired = await run(['migrate'], env);
+    expect(repaired.code, repaired.stdout + repaired.stderr).toBe(0);
+    expect(repaired.logs.map((l) => l.msg)).toEqual(expect.arrayContaining([
+      `reset the settings role ${role.name} had given itself (statement_timeout)`,
+      `reset the settings role ${role.name} had given itself (lock_timeout) in database ${db.name}`,
+      `removed 1 large object(s) the login role had made: nothing of the app's makes one`,
+    ]));
+    expect(await as(asLoginRole(db.url, role), 'SHOW statement_timeout')).toEqual({ rows: [{ statement_timeout: '0' }] });
+    const [left] = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_largeobject_metadata WHERE lomowner = $1::regrole`, [role.name]);
+    expect(left!.n).toBe(0);
+    // The next deploy's migrate and the jobs work as before.
+    const next = await run(['migrate'], env);
+    expect(next.code, next.stdout + next.stderr).toBe(0);
+    const runs = await run(['runs'], { DATABASE_URL: asLoginRole(db.url, role) });
+    expect(runs.code, runs.stdout + runs.stderr).toBe(0);
   });
 
   it('refuses half a login role, naming the variable, with exit code 2', async () => {

@@ -16,13 +16,14 @@ import { loadConfig } from '../app/config.js';
 import { createPool, type Pool } from '../app/db.js';
 import { DrainableServer } from '../app/http-server.js';
 import { createLogger } from '../app/logger.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
 let pool: Pool;
 let server: DrainableServer;
 let base: string;
 beforeAll(async () => {
   // No query runs: the document and the 401 need no database.
-  const config = loadConfig({ DATABASE_URL: 'postgres://unused@127.0.0.1:1/none', ADMIN_API_KEY: 'test-admin-key-0123456789abcdefghijklmnop' });
+  const config = loadConfig({ DATABASE_URL: 'postgres://unused@127.0.0.1:1/none', ADMIN_API_KEY: randomAdminKey() });
   pool = createPool(config.database, { role: 'test-openapi', max: 1, logger: createLogger('silent'), waitMs: 100, statementTimeoutMs: 0 });
   server = new DrainableServer(createApi({ pool, logger: createLogger('silent'), config, isDraining: () => false }), config);
   base = `http://127.0.0.1:${((await server.listen(0)) as AddressInfo).port}`;

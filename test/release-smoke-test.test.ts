@@ -14,8 +14,9 @@ import { startApi, type InProcessApi } from './helpers/api.js';
 import { awsEnv, startFakeCloudFormation, startFakeJsonService, type FakeService } from './helpers/aws-json.js';
 import { parseSmokeArgs, reportSmokeError, runSmoke, SMOKE_OUTPUTS } from '../bin/smoke.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const OPERATOR_KEY = 'smoke-operator-key-0123456789abcdefghijklmnopqrstuv';
+const OPERATOR_KEY = randomAdminKey();
 const SECRET_ARN = 'arn:aws:secretsmanager:us-east-1:123456789012:secret:ApiAdminApiKey-AbCdEf';
 const ATTEMPTS = 2;
 
@@ -72,7 +73,7 @@ describe('a good release', () => {
 
 describe('a broken release', () => {
   it('whose operator key is not the stage\'s: tried again, then FAILED', async () => {
-    const api = await startApi({ DATABASE_URL: db.url, ADMIN_API_KEY: 'another-operator-key-0123456789abcdefghijklmnop' });
+    const api = await startApi({ DATABASE_URL: db.url, ADMIN_API_KEY: randomAdminKey() });
     try {
       expect(await runHook(api.base)).toEqual([
         { hookStatus: 'IN_PROGRESS', callBackDelay: 15, hookDetails: { attempt: 2 } },
@@ -130,7 +131,7 @@ describe('npm run smoke, against a deployed stage', () => {
   let cfn: FakeService;
   beforeAll(async () => {
     api = await startApi({ DATABASE_URL: db.url, ADMIN_API_KEY: OPERATOR_KEY });
-    broken = await startApi({ DATABASE_URL: db.url, ADMIN_API_KEY: 'another-operator-key-0123456789abcdefghijklmnop' });
+    broken = await startApi({ DATABASE_URL: db.url, ADMIN_API_KEY: randomAdminKey() });
     cfn = await startFakeCloudFormation({
       'EcsSaasBackend-dev': { [SMOKE_OUTPUTS.url]: api.base, [SMOKE_OUTPUTS.operatorKeySecret]: SECRET_ARN },
       'EcsSaasBackend-prod': { [SMOKE_OUTPUTS.url]: broken.base, [SMOKE_OUTPUTS.operatorKeySecret]: SECRET_ARN },

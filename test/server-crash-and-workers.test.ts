@@ -5,8 +5,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, eventually, type TestDatabase } from './helpers/db.js';
 import { startServer, type LogLine } from './helpers/process.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_API_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_API_KEY = randomAdminKey();
 const admin = { authorization: `Bearer ${ADMIN_API_KEY}` };
 
 let db: TestDatabase;

@@ -54,7 +54,7 @@ export function invoicesRouter(db: CallerDb): Router {
       throw new UserError('PERIOD_NOT_BILLABLE', `periodStart ${body.periodStart} has not ended yet (UTC); only past days can be billed`, 422, { field: 'periodStart' });
     }
     const period = dayPeriod(new Date(start));
-    const { inserted, invoice } = await db.as(res, (c) => billOne(c, accountId, period));
+    const { inserted, invoice } = await db.bill(res, (c) => billOne(c, accountId, period));
     res.status(inserted > 0 ? 201 : 200).json(found(invoice, 'invoice for account', `${accountId} on ${period.start} (the account was created after that day)`));
   });
 

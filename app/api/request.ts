@@ -4,11 +4,11 @@
  */
 import type { Response } from 'express';
 import { z } from 'zod';
-import { identityOf } from '../auth.js';
+import { identityOf, requireOperator } from '../auth.js';
 import type { Pool } from '../db.js';
 import { leaseOf } from '../deadline.js';
 import { UserError } from '../errors.js';
-import { queryAs, withIdentity, type Queryable } from '../tenancy.js';
+import { BILLING, queryAs, withIdentity, type Queryable } from '../tenancy.js';
 
 export const MAX_PAGE = 100;
 
@@ -142,12 +142,18 @@ export interface CallerDb {
   as<T>(res: Response, fn: (db: Queryable) => Promise<T>): Promise<T>;
   /** One read-only statement as the caller, in one round trip (authentication included). */
   read(res: Response, sql: string, params: readonly unknown[]): Promise<Record<string, any>[]>;
+  /** Runs `fn`'s SQL as the billing role, the one writer of invoices, in one transaction: the operator's only. */
+  bill<T>(res: Response, fn: (db: Queryable) => Promise<T>): Promise<T>;
 }
 
 export function callerDb(pool: Pool): CallerDb {
   return {
     as: (res, fn) => withIdentity(pool, identityOf(res), fn, leaseOf(res)),
     read: (res, sql, params) => queryAs<Record<string, any>>(pool, identityOf(res), sql, params, leaseOf(res)),
+    bill: (res, fn) => {
+      requireOperator(res, 'bill accounts');
+      return withIdentity(pool, BILLING, fn, leaseOf(res));
+    },
   };
 }
 

@@ -8,13 +8,13 @@
  * a retry or a concurrent duplicate inserts nothing twice), and a checkpoint with each
  * batch, in the batch's transaction. Pricing lives in app/billing.ts, shared with POST /accounts/:id/invoices.
  *
- * Batches run under the operator identity (app/tenancy.ts). An account whose day cannot be
+ * Batches run as the billing role (app/tenancy.ts), the one role that may write invoices. An account whose day cannot be
  * billed (its amount past bigint) is skipped and reported; everyone else is billed.
  */
 import { billAccounts, dayPeriod, type BillBatch } from '../billing.js';
 import { defineJob, previousUtcDay } from './handler.js';
 import { reportSkipped, runIsolated, type SkippedAccount } from './per-account.js';
-import { OPERATOR, withIdentity } from '../tenancy.js';
+import { BILLING, withIdentity } from '../tenancy.js';
 
 export interface BillingCheckpoint {
   /** Every active account with an id up to this one has its invoice. */
@@ -36,7 +36,7 @@ export const billingRun = defineJob<BillingCheckpoint>({
   async run(ctx) {
     const period = billingPeriodFor(ctx.scheduledTime);
     const limit = ctx.config.JOB_BATCH_SIZE;
-    const { rows } = await withIdentity(ctx.pool, OPERATOR, (db) =>
+    const { rows } = await withIdentity(ctx.pool, BILLING, (db) =>
       db.query<{ total: number; done: number }>(
         `SELECT count(*)::int AS total, count(*) FILTER (WHERE id <= $2::bigint)::int AS done
          FROM accounts WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC'`,
@@ -57,6 +57,7 @@ export const billingRun = defineJob<BillingCheckpoint>({
       const batch = await runIsolated<BillBatch>(
         ctx.pool,
         {
+          as: BILLING,
           all: async (db) => {
             const b = await billAccounts(db, period, { afterAccountId: after, limit });
             if (b.lastAccountId !== null) {

@@ -14,7 +14,7 @@
  * milliseconds and the table stays writable; batches walk an index in keyset order so no
  * batch rescans rows the previous ones kept.
  */
-import { OPERATOR, withIdentity } from '../tenancy.js';
+import { RETENTION, withIdentity } from '../tenancy.js';
 import { DAY_MS } from '../../lib/time-zones.js';
 import { defineJob, utcMidnight } from './handler.js';
 
@@ -44,8 +44,8 @@ export const dataCleanup = defineJob<CleanupCheckpoint>({
     while (!state.usageDone) {
       ctx.signal.throwIfAborted();
       const after = state.usageAfter ?? { occurredAt: '-infinity', id: '0' };
-      // As the operator: usage is a tenant table, whose policies bind every role but its owner.
-      const { rows } = await withIdentity(ctx.pool, OPERATOR, (db) => db.query<{ scanned: number; last_at: string | null; last_id: string | null; deleted: number }>(
+      // As the retention role, the one that may delete usage, and only usage that is accounted for.
+      const { rows } = await withIdentity(ctx.pool, RETENTION, (db) => db.query<{ scanned: number; last_at: string | null; last_id: string | null; deleted: number }>(
         `WITH candidates AS (
            SELECT id, account_id, metric, occurred_at FROM usage
            -- The redundant lower bound lets the index start where the last batch ended.
@@ -84,12 +84,12 @@ export const dataCleanup = defineJob<CleanupCheckpoint>({
 
     for (;;) {
       ctx.signal.throwIfAborted();
-      const { rowCount } = await ctx.pool.query(
+      const { rowCount } = await withIdentity(ctx.pool, RETENTION, (db) => db.query(
         `DELETE FROM job_runs WHERE id IN (
            SELECT id FROM job_runs WHERE status <> 'running' AND finished_at < $1::timestamptz ORDER BY id LIMIT $2
          )`,
         [cutoff.jobRuns.toISOString(), limit],
-      );
+      ));
       const deleted = rowCount ?? 0;
       state = { ...state, deleted: { ...state.deleted, jobRuns: state.deleted.jobRuns + deleted } };
       await ctx.saveCheckpoint(state, processed());

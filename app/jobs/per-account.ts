@@ -8,7 +8,7 @@
 import type { Pool } from '../db.js';
 import type { Logger } from '../logger.js';
 import { errorText } from '../shutdown.js';
-import { OPERATOR, withIdentity, type Queryable } from '../tenancy.js';
+import { withIdentity, type Identity, type Queryable } from '../tenancy.js';
 import { publishAlert } from './alert.js';
 
 export interface SkippedAccount {
@@ -24,7 +24,9 @@ export function isDataError(err: unknown): boolean {
 }
 
 export interface IsolatedBatch<T> {
-  /** The whole batch, under the operator identity. */
+  /** The role the batch runs as (app/tenancy.ts): its job's, the narrowest that does its work. */
+  readonly as: Identity;
+  /** The whole batch, under `as`. */
   readonly all: (db: Queryable) => Promise<T>;
   /** The ids of the accounts the batch covers, in order. */
   readonly ids: (db: Queryable) => Promise<string[]>;
@@ -34,19 +36,19 @@ export interface IsolatedBatch<T> {
   readonly merge: (results: T[], ids: string[]) => T;
 }
 
-/** Runs a batch under the operator identity; on a data error, account by account, adding the failures to `skipped`. */
+/** Runs a batch under its identity; on a data error, account by account, adding the failures to `skipped`. */
 export async function runIsolated<T>(pool: Pool, batch: IsolatedBatch<T>, skipped: SkippedAccount[], logger: Logger): Promise<T> {
   try {
-    return await withIdentity(pool, OPERATOR, batch.all);
+    return await withIdentity(pool, batch.as, batch.all);
   } catch (err) {
     if (!isDataError(err)) throw err;
     logger.warn({ err: errorText(err) }, `batch failed on its data (${errorText(err)}); redoing it one account at a time`);
   }
-  const ids = await withIdentity(pool, OPERATOR, batch.ids);
+  const ids = await withIdentity(pool, batch.as, batch.ids);
   const results: T[] = [];
   for (const accountId of ids) {
     try {
-      results.push(await withIdentity(pool, OPERATOR, (db) => batch.one(db, accountId)));
+      results.push(await withIdentity(pool, batch.as, (db) => batch.one(db, accountId)));
     } catch (err) {
       if (!isDataError(err)) throw err;
       skipped.push({ accountId, error: errorText(err) });

@@ -10,7 +10,7 @@
  * not fit is skipped and reported instead of failing everyone's day.
  */
 import { isoDate } from '../billing.js';
-import { OPERATOR, withIdentity, type Queryable } from '../tenancy.js';
+import { REPORTING, withIdentity, type Queryable } from '../tenancy.js';
 import { DAY_MS } from '../../lib/time-zones.js';
 import { defineJob, previousUtcDay } from './handler.js';
 import { reportSkipped, runIsolated, type SkippedAccount } from './per-account.js';
@@ -74,7 +74,7 @@ export const reportAggregation = defineJob<AggregationCheckpoint>({
       throw new Error(`refusing to roll up ${day}: it is older than USAGE_RETENTION_DAYS (${ctx.config.USAGE_RETENTION_DAYS}), so its raw usage may be gone`);
     }
     const limit = ctx.config.JOB_BATCH_SIZE;
-    const { rows: counts } = await withIdentity(ctx.pool, OPERATOR, (db) =>
+    const { rows: counts } = await withIdentity(ctx.pool, REPORTING, (db) =>
       db.query<{ total: number; done: number }>(
         `SELECT count(*)::int AS total, count(*) FILTER (WHERE id <= $1::bigint)::int AS done FROM accounts`,
         [ctx.checkpoint?.afterAccountId ?? '0'],
@@ -92,6 +92,7 @@ export const reportAggregation = defineJob<AggregationCheckpoint>({
       const batch = await runIsolated<RollupBatch>(
         ctx.pool,
         {
+          as: REPORTING,
           all: (db) => rollUp(db, day, next, { after, limit }),
           ids: async (db) => {
             const { rows } = await db.query<{ id: string }>(`SELECT id::text FROM accounts WHERE id > $1::bigint ORDER BY accounts.id LIMIT $2`, [after, limit]);

@@ -14,7 +14,7 @@ import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { findJob } from '../../lib/jobs.js';
 import { isoDate } from '../billing.js';
-import { OPERATOR, withIdentity } from '../tenancy.js';
+import { EXPORT, withIdentity } from '../tenancy.js';
 import { DAY_MS } from '../../lib/time-zones.js';
 import { defineJob } from './handler.js';
 import { previousWeek, zoneOf } from './periods.js';
@@ -76,8 +76,8 @@ export const weeklyExport = defineJob<never>({
       if (entry.startsWith(`.${name}.`) && entry.endsWith('.tmp')) await rm(path.join(dir, entry), { force: true });
     }
 
-    // As the operator: invoices and accounts are tenant tables, whose policies bind every role but their owner.
-    const { rows: counts } = await withIdentity(ctx.pool, OPERATOR, (db) => db.query<{ total: number }>(
+    // As the export role: it reads invoices and accounts, and writes nothing (app/tenancy.ts).
+    const { rows: counts } = await withIdentity(ctx.pool, EXPORT, (db) => db.query<{ total: number }>(
       `SELECT count(*)::int AS total FROM invoices WHERE period_start >= $1::date AND period_start < $2::date`,
       [week.start, week.end],
     ));
@@ -90,7 +90,7 @@ export const weeklyExport = defineJob<never>({
       let afterId = '0';
       for (;;) {
         ctx.signal.throwIfAborted();
-        const page = await withIdentity(ctx.pool, OPERATOR, (db) => db.query<InvoiceRow>(
+        const page = await withIdentity(ctx.pool, EXPORT, (db) => db.query<InvoiceRow>(
           `SELECT i.id, i.account_id, a.name, a.email, i.period_start::text, i.period_end::text,
                   i.quantity, i.amount_cents, i.currency, i.created_at
            FROM invoices i JOIN accounts a ON a.id = i.account_id
