@@ -36,6 +36,17 @@ const SLICE_SECONDS = 1.5;
  * more of them than the bare app: in slices from a server's first second, the DB route's
  * ratio rose from about 0.75x to its level within 2-3 s.
  */
+/**
+ * BENCH_TRACES=file (or console, xray) measures the API with tracing on, at the default sampling
+ * unless BENCH_TRACES_SAMPLE_RATIO says otherwise; unset, tracing is off, as it is by default.
+ */
+const TRACING: Record<string, string> = process.env.BENCH_TRACES
+  ? {
+      TRACES: process.env.BENCH_TRACES,
+      TRACES_FILE: path.resolve('.data', `bench-traces-${process.pid}.jsonl`),
+      ...(process.env.BENCH_TRACES_SAMPLE_RATIO ? { TRACES_SAMPLE_RATIO: process.env.BENCH_TRACES_SAMPLE_RATIO } : {}),
+    }
+  : {};
 const WARM_SECONDS = Number(process.env.BENCH_WARM_SECONDS ?? 5);
 
 async function drainOverhead(url: string): Promise<number[]> {
@@ -104,7 +115,7 @@ async function throughputs(url: string) {
   for (let round = 0; round < ROUNDS; round++) {
     const servers = {
       // The rate limit counts every request but is never reached: the benchmark measures its cost, not its 429s.
-      ours: await startServer({ DATABASE_URL: url, LOG_LEVEL: 'info', ENABLE_WORKERS: 'false', ADMIN_API_KEY: BENCH_ADMIN_KEY, RATE_LIMIT_REQUESTS: '1000000000', RATE_LIMIT_OPERATOR_REQUESTS: '1000000000' }),
+      ours: await startServer({ DATABASE_URL: url, LOG_LEVEL: 'info', ENABLE_WORKERS: 'false', ADMIN_API_KEY: BENCH_ADMIN_KEY, RATE_LIMIT_REQUESTS: '1000000000', RATE_LIMIT_OPERATOR_REQUESTS: '1000000000', ...TRACING }),
       bare: await startBare(url),
     };
     drainElsewhere(servers.ours);
@@ -150,6 +161,7 @@ async function startBare(url: string) {
 }
 
 async function main() {
+  console.log(`tracing: ${TRACING.TRACES ? `${TRACING.TRACES}, sample ratio ${TRACING.TRACES_SAMPLE_RATIO ?? 'the default'}` : 'off (the default)'}`);
   const pg = await benchPostgres();
   try {
     const url = await pg.createDatabase();

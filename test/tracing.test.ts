@@ -25,8 +25,9 @@ import { startApi, type InProcessApi } from './helpers/api.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
 import { NIGHTLY_TIME, runJob } from './helpers/jobs.js';
 import { startServer, type LogLine } from './helpers/process.js';
+import { randomAdminKey } from './helpers/admin-key.js';
 
-const ADMIN_KEY = 'test-admin-key-0123456789abcdefghijklmnop';
+const ADMIN_KEY = randomAdminKey();
 const exporter = new InMemorySpanExporter();
 const tracing = startTracing(
   { TRACES: 'console', TRACES_SAMPLE_RATIO: 1, TRACES_FILE: '', METRICS_NAMESPACE: 'Test', SHUTDOWN_TIMEOUT_MS: 10_000 },

@@ -72,7 +72,8 @@ describe('a job\'s execution, from the synthesized definition', () => {
     });
     expect({ status: run.status, error: run.error, cause: run.cause }, JSON.stringify(run.events, null, 1).slice(0, 6000)).toEqual({ status: 'SUCCEEDED', error: undefined, cause: undefined });
     expect(run.attempts.map((a) => a.exitCode)).toEqual([137, 0]);
-    expect(run.attempts.map((a) => a.overrides)).toEqual([{ SCHEDULED_TIME: NIGHTLY_TIME }, { SCHEDULED_TIME: NIGHTLY_TIME }]);
+    // Each task gets its run's scheduled time, and its execution's ARN for the run's trace.
+    expect(run.attempts.map((a) => a.overrides)).toEqual([0, 1].map(() => ({ SCHEDULED_TIME: NIGHTLY_TIME, SFN_EXECUTION_ARN: expect.stringMatching(/^arn:aws:states:[^:]+:\d{12}:execution:[^:]+:[\w-]+$/) })));
     const second = run.attempts[1]!.proc!;
     expect(second.logs.find((l) => l.msg.startsWith('resuming from the checkpoint'))?.msg).toBe('resuming from the checkpoint of attempt 1 (abandoned)');
     await expectOneInvoicePerActiveAccount(db);
