@@ -5,7 +5,6 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { randomUUID } from 'node:crypto';
 import { REQUEST_METRICS, ROUTE_DIMENSION } from '../../lib/metrics.js';
-import { emf } from '../jobs/emf.js';
 import type { Logger } from '../logger.js';
 import { requestSpan } from '../tracing/request-span.js';
 import { routeOf } from './route.js';
@@ -26,22 +25,47 @@ export interface AccessLogOptions {
   readonly metricsNamespace: string;
 }
 
-/** The access log line: what was asked, how it ended, and the route's metrics in EMF. */
+/** The metrics an answer of `status` counts besides its latency: none, Errors, Errors and Unavailable, or Throttled. */
+function countedBy(status: number): readonly string[] {
+  if (status === 503) return [REQUEST_METRICS.errors, REQUEST_METRICS.unavailable];
+  if (status >= 500) return [REQUEST_METRICS.errors];
+  return status === 429 ? [REQUEST_METRICS.throttled] : [];
+}
+
+/**
+ * The EMF directive of an access line, which depends only on the namespace and on what the
+ * status counts: made once per kind and reused, so a request allocates nothing for it but
+ * its timestamp (the access line is on every request's path).
+ */
+const directives = new Map<string, readonly Record<string, unknown>[]>();
+function directiveOf(namespace: string, counted: readonly string[]): readonly Record<string, unknown>[] {
+  const key = `${namespace}\0${counted.join(',')}`;
+  let directive = directives.get(key);
+  if (directive === undefined) {
+    const metrics = [{ Name: REQUEST_METRICS.latency, Unit: 'Milliseconds' }, ...counted.map((Name) => ({ Name, Unit: 'Count' }))];
+    directive = [{ Namespace: namespace, Dimensions: [[ROUTE_DIMENSION]], Metrics: metrics }];
+    directives.set(key, directive);
+  }
+  return directive;
+}
+
+/** The access log line: what was asked, how it ended, and the route's metrics in EMF (the shape app/jobs/emf.ts writes). */
 function accessLine(req: Request, res: Response, id: string, ms: number, namespace: string): Record<string, unknown> {
   const status = res.statusCode;
-  const counted = status >= 500 ? REQUEST_METRICS.errors : status === 429 ? REQUEST_METRICS.throttled : undefined;
-  const metrics: Record<string, { value: number; unit: 'Count' | 'Milliseconds' }> = { [REQUEST_METRICS.latency]: { value: ms, unit: 'Milliseconds' } };
-  if (counted !== undefined) metrics[counted] = { value: 1, unit: 'Count' };
-  if (status === 503) metrics[REQUEST_METRICS.unavailable] = { value: 1, unit: 'Count' };
-  return {
+  const counted = countedBy(status);
+  const line: Record<string, unknown> = {
     requestId: id,
     method: req.method,
     path: req.path,
     status,
     ms,
     completed: res.writableFinished,
-    ...emf(namespace, { [ROUTE_DIMENSION]: routeOf(req) }, metrics),
+    _aws: { Timestamp: Date.now(), CloudWatchMetrics: directiveOf(namespace, counted) },
+    [ROUTE_DIMENSION]: routeOf(req),
+    [REQUEST_METRICS.latency]: ms,
   };
+  for (const name of counted) line[name] = 1;
+  return line;
 }
 
 /**
