@@ -169,7 +169,9 @@ describe('an attacker connected as the login role', () => {
     const today = new Date().toISOString().slice(0, 10);
     // Billing: a correct invoice for a day that has ended; the operator and the account: usage now.
     expect(await attempt(JOB_ROLES.billing, `INSERT INTO invoices (account_id, period_start, period_end, quantity, amount_cents) VALUES (${ids.account}, '${yesterday}', '${today}', 3, 6)`)).toBe('ok:1');
-    expect(await attempt(JOB_ROLES.billing, `INSERT INTO invoices (account_id, period_start, period_end, quantity, amount_cents) VALUES (${ids.account}, '${yesterday}', '${today}', 3, 7)`)).toBe(DENIED);
+    // An invoice for a day that has not ended, or of a negative amount, is refused.
+    expect(await attempt(JOB_ROLES.billing, `INSERT INTO invoices (account_id, period_start, period_end, quantity, amount_cents) VALUES (${ids.account}, '${today}', '${today}'::date + 1, 3, 6)`)).toBe(DENIED);
+    expect(await attempt(JOB_ROLES.billing, `INSERT INTO invoices (account_id, period_start, period_end, quantity, amount_cents) VALUES (${ids.account}, '${yesterday}', '${today}', 3, -6)`)).toBe(DENIED);
     for (const role of [OPERATOR_ROLE, APP_ROLE] as const) {
       expect(await attempt(role, `INSERT INTO usage (account_id, metric, quantity) VALUES (${ids.account}, 'api_calls', ${MAX_USAGE_QUANTITY})`)).toBe('ok:1');
     }

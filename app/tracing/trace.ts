@@ -4,7 +4,7 @@
  * tracer provider is registered (app/tracing/setup.ts, when TRACES is not off): with tracing
  * off, a span here is the API's shared no-op span, and the log lines carry no ids.
  */
-import { SpanKind, SpanStatusCode, trace, type Attributes, type Span } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes, type Span } from '@opentelemetry/api';
 
 export type { Attributes, Span };
 
@@ -41,8 +41,17 @@ export function failSpan(span: Span, err: unknown): void {
   span.setStatus({ code: SpanStatusCode.ERROR, message });
 }
 
-/** Runs `fn` in a new child span of the current one, ended when `fn` settles; a rejection marks it failed. */
+/**
+ * Runs `fn` in a new child span of the current one, ended when `fn` settles; a rejection marks it failed.
+ *
+ * In a trace the sampler did not pick (most requests: TRACES_SAMPLE_RATIO), no child is made:
+ * `fn` runs in the current span, and a rejection marks that span failed, so the trace is still
+ * kept (its server span, naming the error) while a clean one costs one span, not one per
+ * statement. A sampled trace, a job run and the drain get every child.
+ */
 export function inSpan<T>(name: string, attributes: Attributes, fn: (span: Span) => Promise<T>, kind: SpanKind = SpanKind.INTERNAL): Promise<T> {
+  const current = trace.getActiveSpan();
+  if (current !== undefined && (current.spanContext().traceFlags & TraceFlags.SAMPLED) === 0 && attributes[KEEP_TRACE] !== true) return inUnsampled(current, fn);
   return tracer.startActiveSpan(name, { attributes, kind }, async (span) => {
     try {
       return await fn(span);
@@ -53,6 +62,15 @@ export function inSpan<T>(name: string, attributes: Attributes, fn: (span: Span)
       span.end();
     }
   });
+}
+
+async function inUnsampled<T>(current: Span, fn: (span: Span) => Promise<T>): Promise<T> {
+  try {
+    return await fn(current);
+  } catch (err) {
+    failSpan(current, err);
+    throw err;
+  }
 }
 
 /** An event on the current span, if one is recording. */
