@@ -4,7 +4,8 @@
  * 413, a chunked body past the limit, the health check with a body) and sends it as fast as
  * the socket takes it until the server closes; BENCH_ROUNDS rounds (default 5) of each. Per
  * request: the bytes the server process read (/proc/<pid>/io `rchar`, which counts its socket
- * reads), the bytes the client got into its kernel, and the time to the close. Medians.
+ * reads), the bytes the client got into its kernel, and the time to the close, medians; and how
+ * often the flooding client read its answer before the reset that ends the connection.
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -28,15 +29,19 @@ try {
     const read: number[] = [];
     const wrote: number[] = [];
     const ms: number[] = [];
+    let answered = 0;
     for (let r = 0; r < ROUNDS; r++) {
       const before = bytesRead(pid);
       const f = await flood(server.port, head);
-      if (!f.head.startsWith(`HTTP/1.1 ${status} `)) throw new Error(`${what}: expected ${status}, got ${f.head.split('\r\n')[0]}`);
+      // A client that never stops sending may lose the answer to the reset that ends it (by
+      // design, docs/security.md): counted, not required. Any other answer is a fault.
+      if (f.head.startsWith(`HTTP/1.1 ${status} `)) answered++;
+      else if (f.head !== '') throw new Error(`${what}: expected ${status}, got ${f.head.split('\r\n')[0]}`);
       read.push(bytesRead(pid) - before);
       wrote.push(f.clientWrote);
       ms.push(f.closedAfterMs);
     }
-    console.log(`  ${what.padEnd(34)} ${status}  server read ${fmt(median(read) / 1024).padStart(7)} KiB  client sent ${fmt(median(wrote) / 1024).padStart(8)} KiB  closed after ${fmt(median(ms), 0).padStart(5)} ms`);
+    console.log(`  ${what.padEnd(34)} ${status}  server read ${fmt(median(read) / 1024).padStart(7)} KiB  client sent ${fmt(median(wrote) / 1024).padStart(8)} KiB  closed after ${fmt(median(ms), 0).padStart(5)} ms  answer read by the client ${answered} of ${ROUNDS}`);
   }
 } finally {
   server.kill('SIGTERM');

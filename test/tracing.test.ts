@@ -183,6 +183,42 @@ describe('the container', () => {
     expect(drain?.events?.map((e) => e.name)).toEqual(['listener closed', 'idle sockets closed', 'last request answered']);
   });
 
+  it('records nothing for a request the sampler did not pick, unless it fails: then its server span is kept, under its access line\'s trace id', async () => {
+    const file = path.join(dir, 'unsampled.jsonl');
+    const { id, key } = await newAccountWithKey();
+    const server = await startServer({
+      DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY, ENABLE_WORKERS: 'false', TRACES: 'file', TRACES_FILE: file, TRACES_SAMPLE_RATIO: '0',
+      REQUEST_DEADLINE_MS: '1500', DB_POOL_WAIT_MS: '500',
+    });
+    const get = async () => {
+      const res = await fetch(`${server.url}/accounts/${id}`, { headers: { authorization: `Bearer ${key}` } });
+      const requestId = res.headers.get('x-request-id');
+      await res.arrayBuffer();
+      return { status: res.status, access: await server.waitForLog((l: LogLine) => l.msg === 'request' && l.requestId === requestId) };
+    };
+    const clean = await get();
+    expect(clean.status).toBe(200);
+    // A lock held past the request's deadline: it answers 503.
+    const failed = await db.withClient(async (c) => {
+      await c.query('BEGIN');
+      await c.query('LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE');
+      try {
+        return await get();
+      } finally {
+        await c.query('ROLLBACK');
+      }
+    });
+    expect(failed.status).toBe(503);
+    server.kill('SIGTERM');
+    expect((await server.exited).code).toBe(0);
+    for (const { access } of [clean, failed]) expect(access.trace_id).toMatch(/^1-[0-9a-f]{8}-[0-9a-f]{24}$/);
+    const spans = spansIn(file);
+    expect(spans.filter((s) => s.traceId === clean.access.trace_id)).toEqual([]);
+    const kept = spans.filter((s) => s.traceId === failed.access.trace_id);
+    expect(kept.map((s) => s.name)).toEqual(['GET /accounts/:id']);
+    expect(kept[0]!.attributes['http.response.status_code']).toBe(503);
+  });
+
   it('makes one trace of a job run, its id derived from the run key, with its attempt, and on the run\'s log lines', async () => {
     const file = path.join(dir, 'job.jsonl');
     const execution = 'arn:aws:states:eu-west-1:123456789012:execution:Test-billing-run:run-1';
