@@ -183,7 +183,7 @@ describe('the container', () => {
     expect(drain?.events?.map((e) => e.name)).toEqual(['listener closed', 'idle sockets closed', 'last request answered']);
   });
 
-  it('records nothing for a request the sampler did not pick, unless it fails: then its server span is kept, under its access line\'s trace id', async () => {
+  it('exports nothing for a request the sampler did not pick, unless it fails: then its server span alone is kept, under its access line\'s trace id', async () => {
     const file = path.join(dir, 'unsampled.jsonl');
     const { id, key } = await newAccountWithKey();
     const server = await startServer({

@@ -9,7 +9,7 @@ import type { Request, Response } from 'express';
 import type { Identity } from '../tenancy.js';
 import { routeOf } from '../api/route.js';
 import { albRoot, callerContext } from './propagation.js';
-import { KEEP_TRACE, tracer, unrecordedFailures } from './trace.js';
+import { tracer } from './trace.js';
 import { withTraceId } from './trace-ids.js';
 
 export interface RequestSpan {
@@ -21,25 +21,16 @@ export interface RequestSpan {
 
 export function requestSpan(req: Request, res: Response): RequestSpan {
   const parent = callerContext(req.headers);
-  const startTime = performance.timeOrigin + performance.now();
-  const options = { kind: SpanKind.SERVER, startTime, attributes: { 'http.request.method': req.method } };
+  const options = { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method } };
   const start = () => tracer.startSpan(`${req.method}`, options, parent);
   const alb = trace.getSpanContext(parent) === undefined ? albRoot(req.headers['x-amzn-trace-id']) : undefined;
-  const first = alb === undefined ? start() : withTraceId(alb, start);
-  const ctx: Context = trace.setSpan(parent, first);
+  const span = alb === undefined ? start() : withTraceId(alb, start);
+  const ctx: Context = trace.setSpan(parent, span);
   return {
     run: (fn) => context.with(ctx, fn),
     end() {
-      const status = res.statusCode;
-      // A request the sampler did not pick recorded nothing (the cheap path): if it failed, its
-      // server span is made now, in the same trace, from its start, and always kept.
-      const failure = unrecordedFailures.get(first);
-      if (!first.isRecording() && status < 500 && failure === undefined) return;
-      const span = first.isRecording()
-        ? first
-        : withTraceId(first.spanContext().traceId, () => tracer.startSpan(req.method, { ...options, attributes: { ...options.attributes, [KEEP_TRACE]: true } }, parent));
-      if (failure !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: failure });
       const route = routeOf(req);
+      const status = res.statusCode;
       span.updateName(route === 'unmatched' ? req.method : route);
       span.setAttribute('http.route', route);
       span.setAttribute('http.response.status_code', status);

@@ -8,26 +8,23 @@
  *     timestamp at its start).
  * A child span follows its local parent's decision.
  */
-import { SpanKind, trace, TraceFlags, type Attributes, type Context } from '@opentelemetry/api';
+import { trace, TraceFlags, type Attributes, type Context } from '@opentelemetry/api';
 import { SamplingDecision, type Sampler, type SamplingResult } from '@opentelemetry/sdk-trace-base';
 
 import { KEEP_TRACE } from './trace.js';
 
 const SAMPLED: SamplingResult = { decision: SamplingDecision.RECORD_AND_SAMPLED };
 const RECORDED: SamplingResult = { decision: SamplingDecision.RECORD };
-const NOT_RECORDED: SamplingResult = { decision: SamplingDecision.NOT_RECORD };
 
 export function keepingSampler(ratio: number): Sampler {
   const bound = Math.floor(ratio * 0x1_0000_0000);
   return {
-    shouldSample(context: Context, traceId: string, _name: string, kind: SpanKind, attributes: Attributes): SamplingResult {
+    shouldSample(context: Context, traceId: string, _name: string, _kind: unknown, attributes: Attributes): SamplingResult {
       const parent = trace.getSpanContext(context);
       const parentSampled = parent !== undefined && (parent.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED;
       if (parent !== undefined && !parent.isRemote) return parentSampled ? SAMPLED : RECORDED;
       if (parentSampled || attributes[KEEP_TRACE] === true) return SAMPLED;
-      if (Number.parseInt(traceId.slice(-8), 16) < bound) return SAMPLED;
-      // A request not picked records nothing; if it fails, its server span is made then (app/tracing/request-span.ts).
-      return kind === SpanKind.SERVER ? NOT_RECORDED : RECORDED;
+      return Number.parseInt(traceId.slice(-8), 16) < bound ? SAMPLED : RECORDED;
     },
     toString: () => `KeepingSampler{ratio=${ratio}}`,
   };

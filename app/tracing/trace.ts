@@ -25,7 +25,7 @@ export const KEEP_TRACE = 'trace.keep';
 export function traceFields(): Record<string, string> {
   const span = trace.getActiveSpan();
   // A new object each time: pino merges the line's fields into it.
-  if (span === undefined || !trace.isSpanContextValid(span.spanContext())) return {};
+  if (span === undefined || !span.isRecording()) return {};
   const { traceId, spanId } = span.spanContext();
   return { trace_id: xrayTraceId(traceId), span_id: spanId };
 }
@@ -36,13 +36,9 @@ export function traceFields(): Record<string, string> {
  * which may be a caller's input. A database error is named by its SQLSTATE.
  */
 export function failSpan(span: Span, err: unknown): void {
-  span.setStatus({ code: SpanStatusCode.ERROR, message: failureOf(err) });
-}
-
-/** A failure as a span may name it: a database error's SQLSTATE, else the error's kind. */
-export function failureOf(err: unknown): string {
   const code = (err as { code?: unknown } | undefined)?.code;
-  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? `SQLSTATE ${code}` : err instanceof Error ? err.name : 'error';
+  const message = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? `SQLSTATE ${code}` : err instanceof Error ? err.name : 'error';
+  span.setStatus({ code: SpanStatusCode.ERROR, message });
 }
 
 /**
@@ -68,15 +64,11 @@ export function inSpan<T>(name: string, attributes: Attributes, fn: (span: Span)
   });
 }
 
-/** Why a request that records nothing failed (its first failure), for the span made when it ends. */
-export const unrecordedFailures = new WeakMap<Span, string>();
-
 async function inUnsampled<T>(current: Span, fn: (span: Span) => Promise<T>): Promise<T> {
   try {
     return await fn(current);
   } catch (err) {
-    if (current.isRecording()) failSpan(current, err);
-    else if (!unrecordedFailures.has(current)) unrecordedFailures.set(current, failureOf(err));
+    failSpan(current, err);
     throw err;
   }
 }
