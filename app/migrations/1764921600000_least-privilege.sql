@@ -80,7 +80,7 @@ CREATE POLICY billing_insert ON invoices FOR INSERT TO ecs_saas_billing WITH CHE
   invoices.period_end = invoices.period_start + 1
   AND invoices.period_end <= (now() AT TIME ZONE 'UTC')::date
   AND invoices.quantity >= 0
-  AND invoices.amount_cents BETWEEN 0 AND invoices.quantity * 1000000
+  AND invoices.amount_cents BETWEEN 0 AND invoices.quantity::numeric * 1000000
 );
 
 -- Reporting: reads usage, upserts the day's rollups.
