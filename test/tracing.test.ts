@@ -262,6 +262,8 @@ describe('the container', () => {
       AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
       AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
       SHUTDOWN_TIMEOUT_MS: '10000',
+      // The loop below runs for a time, not a count: a fast machine must not meet the key's rate limit.
+      RATE_LIMIT_REQUESTS: '0',
     });
     // Past the first export's tick: later requests queue behind an export that is stuck or failed.
     const slowest = { ms: 0 };
