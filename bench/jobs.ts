@@ -11,9 +11,13 @@
  *      the module compile cache.
  *
  * Uses DATABASE_URL (a server where it may create databases) or a throwaway embedded Postgres.
- * BENCH_ACCOUNTS and BENCH_ROUNDS change the size.
+ * BENCH_ACCOUNTS and BENCH_ROUNDS change the size. BENCH_TRACES=file runs the job processes
+ * with tracing on (every job run is kept, so billing-run records a span per batch and per
+ * statement); unset, tracing is off, as it is by default.
  */
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
 import pino from 'pino';
 import { JOBS } from '../lib/jobs.js';
@@ -40,6 +44,10 @@ const START_TARGET = 2;
 const PAST_BASE = Math.floor(Date.now() / 60_000) * 60_000 - 3_600_000;
 const pastMinute = (i: number) => new Date(PAST_BASE - i * 60_000);
 
+const TRACING: Record<string, string> = process.env.BENCH_TRACES
+  ? { TRACES: process.env.BENCH_TRACES, TRACES_FILE: path.resolve('.data', `bench-job-traces-${process.pid}.jsonl`) }
+  : {};
+
 const out = (line = '') => process.stdout.write(`${line}\n`);
 
 async function main(): Promise<void> {
@@ -52,10 +60,11 @@ async function main(): Promise<void> {
     db.on('error', () => {});
     await migrate(db, pino({ level: 'warn' }));
     out(`jobs benchmark: ${ACCOUNTS.toLocaleString('en-US')} accounts, ${ROUNDS} rounds; Node ${process.version}, ${os.cpus().length} CPU(s) (${os.cpus()[0]?.model ?? 'unknown'})`);
+    out(`tracing: ${TRACING.TRACES ? `${TRACING.TRACES} (every job run kept)` : 'off (the default)'}`);
     out(await seedAccounts(db, ACCOUNTS));
 
     // 1. billing-run against one statement.
-    const env = { DATABASE_URL: url, LOG_LEVEL: 'warn' };
+    const env = { DATABASE_URL: url, LOG_LEVEL: 'warn', ...TRACING };
     const statementMs: number[] = [];
     const jobMs: number[] = [];
     const statementCpu: number[] = [];
@@ -135,7 +144,7 @@ async function main(): Promise<void> {
       const b = await runNode(BARE, {});
       bare.push(Date.parse(b.lines[0]!.time as string) - b.spawnedAt);
       const variant = i % 2 === 0 ? starts.cached : starts.uncached;
-      const env: Record<string, string> = { DATABASE_URL: url, LOG_LEVEL: 'info', ...(i % 2 === 0 ? {} : { NODE_DISABLE_COMPILE_CACHE: '1' }) };
+      const env: Record<string, string> = { DATABASE_URL: url, LOG_LEVEL: 'info', ...TRACING, ...(i % 2 === 0 ? {} : { NODE_DISABLE_COMPILE_CACHE: '1' }) };
       const r = await runMain(['data-cleanup', '--scheduled-time', pastMinute(i).toISOString()], env);
       const started = r.lines.find((l) => typeof l.msg === 'string' && l.msg.includes('attempt 1 started'));
       if (r.code !== 0 || !started) throw new Error(`data-cleanup exited ${r.code}:\n${r.lines.map((l) => l.msg).join('\n')}`);
@@ -153,6 +162,7 @@ async function main(): Promise<void> {
   } finally {
     await db?.end();
     await server.stop();
+    if (TRACING.TRACES_FILE) fs.rmSync(TRACING.TRACES_FILE, { force: true });
   }
 }
 
