@@ -11,20 +11,17 @@
 import { trace, TraceFlags, type Attributes, type Context } from '@opentelemetry/api';
 import { SamplingDecision, type Sampler, type SamplingResult } from '@opentelemetry/sdk-trace-base';
 
-import { KEEP_TRACE } from './trace.js';
+import { KEEP_TRACE, rootSampled } from './trace.js';
 
 const SAMPLED: SamplingResult = { decision: SamplingDecision.RECORD_AND_SAMPLED };
 const RECORDED: SamplingResult = { decision: SamplingDecision.RECORD };
 
 export function keepingSampler(ratio: number): Sampler {
-  const bound = Math.floor(ratio * 0x1_0000_0000);
   return {
     shouldSample(context: Context, traceId: string, _name: string, _kind: unknown, attributes: Attributes): SamplingResult {
       const parent = trace.getSpanContext(context);
-      const parentSampled = parent !== undefined && (parent.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED;
-      if (parent !== undefined && !parent.isRemote) return parentSampled ? SAMPLED : RECORDED;
-      if (parentSampled || attributes[KEEP_TRACE] === true) return SAMPLED;
-      return Number.parseInt(traceId.slice(-8), 16) < bound ? SAMPLED : RECORDED;
+      if (parent !== undefined && !parent.isRemote) return (parent.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED ? SAMPLED : RECORDED;
+      return attributes[KEEP_TRACE] === true || rootSampled(parent, traceId, ratio) ? SAMPLED : RECORDED;
     },
     toString: () => `KeepingSampler{ratio=${ratio}}`,
   };
