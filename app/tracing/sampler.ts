@@ -1,12 +1,14 @@
 /**
- * Head sampling that records everything and exports a share: every span is recorded (so a
- * trace that fails can still be kept whole, app/tracing/keeping-processor.ts), and a trace is
- * marked sampled, exported whatever happens, when
+ * Head sampling that records every span it is asked about and exports a share: a span is
+ * recorded (so a trace that fails can still be kept whole, app/tracing/keeping-processor.ts),
+ * and a trace is marked sampled, exported whatever happens, when
  *   - its caller's context says sampled (a traceparent or X-Amzn-Trace-Id with the flag set),
- *   - it is a job run (its root span carries KEEP_TRACE), or
+ *   - it is a job run, a drain or a failed request's late span (its root carries KEEP_TRACE), or
  *   - its trace id falls in TRACES_SAMPLE_RATIO (taken from the id's random end, not X-Ray's
  *     timestamp at its start).
- * A child span follows its local parent's decision.
+ * A child span follows its local parent's decision. A request's server span is decided by the
+ * same rule (`rootSampled`) before it is made: one not sampled never reaches the SDK
+ * (app/tracing/request-span.ts).
  */
 import { trace, TraceFlags, type Attributes, type Context } from '@opentelemetry/api';
 import { SamplingDecision, type Sampler, type SamplingResult } from '@opentelemetry/sdk-trace-base';
