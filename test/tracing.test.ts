@@ -162,7 +162,7 @@ describe('the container', () => {
     readFileSync(file, 'utf8')
       .split('\n')
       .filter(Boolean)
-      .map((l) => JSON.parse(l) as { traceId: string; spanId: string; name: string; parentSpanId?: string; attributes: Record<string, unknown> });
+      .map((l) => JSON.parse(l) as { traceId: string; spanId: string; name: string; parentSpanId?: string; durationMs: number; attributes: Record<string, unknown> });
 
   it('writes a request\'s trace id on its access log line, and its spans under that id', async () => {
     const file = path.join(dir, 'server.jsonl');
@@ -211,12 +211,18 @@ describe('the container', () => {
     expect(failed.status).toBe(503);
     server.kill('SIGTERM');
     expect((await server.exited).code).toBe(0);
-    for (const { access } of [clean, failed]) expect(access.trace_id).toMatch(/^1-[0-9a-f]{8}-[0-9a-f]{24}$/);
+    for (const { access } of [clean, failed]) {
+      expect(access.trace_id).toMatch(/^1-[0-9a-f]{8}-[0-9a-f]{24}$/);
+      expect(access.span_id).toMatch(/^[0-9a-f]{16}$/);
+    }
     const spans = spansIn(file);
     expect(spans.filter((s) => s.traceId === clean.access.trace_id)).toEqual([]);
     const kept = spans.filter((s) => s.traceId === failed.access.trace_id);
     expect(kept.map((s) => s.name)).toEqual(['GET /accounts/:id']);
+    // Made as the request ended, under the ids its log lines carry, and from its start.
+    expect(kept[0]!.spanId).toBe(failed.access.span_id);
     expect(kept[0]!.attributes['http.response.status_code']).toBe(503);
+    expect(kept[0]!.durationMs).toBeGreaterThanOrEqual(1_000);
   });
 
   it('makes one trace of a job run, its id derived from the run key, with its attempt, and on the run\'s log lines', async () => {

@@ -22,6 +22,8 @@ export function albRoot(header: unknown): string | undefined {
 
 /** The context a request's span starts in: its caller's, or ROOT_CONTEXT. */
 export function callerContext(headers: Record<string, string | string[] | undefined>): Context {
+  // A request from neither the ALB nor a traced caller: nothing to extract.
+  if (headers.traceparent === undefined && headers['x-amzn-trace-id'] === undefined) return ROOT_CONTEXT;
   const extracted = propagation.extract(ROOT_CONTEXT, headers);
   if (trace.getSpanContext(extracted) !== undefined) return extracted;
   return ROOT_CONTEXT;

@@ -3,14 +3,19 @@
  * after the route's template, and ended with the status and the account it ran for. Its
  * attributes are the method, the route template, the status and the account id: never the
  * path's values beyond the template, a header, a key, a body or an email.
+ *
+ * The sampling decision is made here, before any span: a sampled request gets the SDK's span
+ * at once; any other gets an UnsampledSpan (app/tracing/unsampled-span.ts), and its SDK span
+ * is made only if it fails, when it ends.
  */
-import { context, SpanKind, SpanStatusCode, trace, type Context } from '@opentelemetry/api';
+import { context, SpanKind, SpanStatusCode, trace, type Context, type Span, type SpanOptions } from '@opentelemetry/api';
 import type { Request, Response } from 'express';
 import type { Identity } from '../tenancy.js';
 import { routeOf } from '../api/route.js';
 import { albRoot, callerContext } from './propagation.js';
-import { tracer } from './trace.js';
-import { withTraceId } from './trace-ids.js';
+import { KEEP_TRACE, rootSampled, sampleRatio, tracer } from './trace.js';
+import { traceIds, withIds } from './trace-ids.js';
+import { UnsampledSpan } from './unsampled-span.js';
 
 export interface RequestSpan {
   /** Runs `fn` with the request's span current. */
@@ -21,26 +26,42 @@ export interface RequestSpan {
 
 export function requestSpan(req: Request, res: Response): RequestSpan {
   const parent = callerContext(req.headers);
-  const options = { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method } };
-  const start = () => tracer.startSpan(`${req.method}`, options, parent);
-  const alb = trace.getSpanContext(parent) === undefined ? albRoot(req.headers['x-amzn-trace-id']) : undefined;
-  const span = alb === undefined ? start() : withTraceId(alb, start);
-  const ctx: Context = trace.setSpan(parent, span);
+  const caller = trace.getSpanContext(parent);
+  const traceId = caller?.traceId ?? albRoot(req.headers['x-amzn-trace-id']) ?? traceIds.generateTraceId();
+  const start = (options: SpanOptions, spanId?: string) => withIds(traceId, spanId, () => tracer.startSpan(req.method, { kind: SpanKind.SERVER, ...options }, parent));
+  const method = { 'http.request.method': req.method };
+  const first: Span = rootSampled(caller, traceId, sampleRatio()) ? start({ attributes: method }) : new UnsampledSpan(traceId, traceIds.generateSpanId());
+  const ctx: Context = trace.setSpan(parent, first);
   return {
     run: (fn) => context.with(ctx, fn),
     end() {
-      const route = routeOf(req);
-      const status = res.statusCode;
-      span.updateName(route === 'unmatched' ? req.method : route);
-      span.setAttribute('http.route', route);
-      span.setAttribute('http.response.status_code', status);
-      const identity = res.locals.identity as Identity | undefined;
-      if (identity?.kind === 'operator') span.setAttribute('enduser.role', 'operator');
-      const accountId = identity?.kind === 'account' || identity?.kind === 'key' ? identity.accountId : undefined;
-      if (accountId !== undefined) span.setAttribute('account.id', accountId);
-      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: `answered ${status}` });
-      if (!res.writableFinished) span.addEvent('response cut short');
+      const span = first instanceof UnsampledSpan ? keptSpan(first) : first;
+      if (span === undefined) return;
+      describe(span, req, res);
       span.end();
     },
   };
+
+  /** The SDK span of a request not sampled, made now if it failed (under its ids, from its start), always exported; else none. */
+  function keptSpan(unsampled: UnsampledSpan): Span | undefined {
+    if (res.statusCode < 500 && unsampled.failure === undefined) return undefined;
+    const span = start({ startTime: unsampled.startedAt, attributes: { ...method, [KEEP_TRACE]: true } }, unsampled.spanContext().spanId);
+    if (unsampled.failure !== undefined) span.setStatus(unsampled.failure);
+    return span;
+  }
+}
+
+/** Names `span` by its route and sets what the response says. */
+function describe(span: Span, req: Request, res: Response): void {
+  const route = routeOf(req);
+  const status = res.statusCode;
+  span.updateName(route === 'unmatched' ? req.method : route);
+  span.setAttribute('http.route', route);
+  span.setAttribute('http.response.status_code', status);
+  const identity = res.locals.identity as Identity | undefined;
+  if (identity?.kind === 'operator') span.setAttribute('enduser.role', 'operator');
+  const accountId = identity?.kind === 'account' || identity?.kind === 'key' ? identity.accountId : undefined;
+  if (accountId !== undefined) span.setAttribute('account.id', accountId);
+  if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: `answered ${status}` });
+  if (!res.writableFinished) span.addEvent('response cut short');
 }

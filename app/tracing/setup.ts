@@ -8,7 +8,6 @@
  */
 import { context, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { AWSXRayIdGenerator } from '@opentelemetry/id-generator-aws-xray';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { SERVICE_METRICS } from '../../lib/metrics.js';
@@ -19,7 +18,7 @@ import { UsageError } from '../errors.js';
 import { EXPORT_TIMEOUT_MS, KeepingProcessor } from './keeping-processor.js';
 import { propagator } from './propagation.js';
 import { keepingSampler } from './sampler.js';
-import { fixedTraceIds } from './trace-ids.js';
+import { traceIds } from './trace-ids.js';
 import { markTracingOn, traceFields, type TracingConfig } from './trace.js';
 
 /** No attribute value longer than this: an attribute is a name or an id, never a payload. */
@@ -58,7 +57,7 @@ export function startTracing(settings: TracingSettings, logger: Logger, service:
   );
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ 'service.name': service, 'cloud.provider': 'aws' }),
-    idGenerator: fixedTraceIds(new AWSXRayIdGenerator()),
+    idGenerator: traceIds,
     sampler: keepingSampler(settings.TRACES_SAMPLE_RATIO),
     spanProcessors: [processor],
     spanLimits: { attributeValueLengthLimit: ATTRIBUTE_VALUE_LIMIT },
@@ -67,7 +66,7 @@ export function startTracing(settings: TracingSettings, logger: Logger, service:
   propagation.setGlobalPropagator(propagator);
   trace.setGlobalTracerProvider(provider);
   setLogMixin(traceFields);
-  markTracingOn();
+  markTracingOn(settings.TRACES_SAMPLE_RATIO);
   logger.info({ traces: settings.TRACES, sampleRatio: settings.TRACES_SAMPLE_RATIO }, `tracing on: ${settings.TRACES}, ${settings.TRACES_SAMPLE_RATIO * 100}% of traces sampled, every failure and job run kept`);
   return {
     processor,

@@ -4,7 +4,7 @@
  * tracer provider is registered (app/tracing/setup.ts, when TRACES is not off): with tracing
  * off, a span here is the API's shared no-op span, and the log lines carry no ids.
  */
-import { SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes, type Span } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes, type Span, type SpanContext } from '@opentelemetry/api';
 
 export type { Attributes, Span };
 
@@ -20,14 +20,30 @@ export const KEEP_TRACE = 'trace.keep';
 
 /**
  * The log line's trace fields (pino's mixin): `trace_id` in X-Ray's format and `span_id`,
- * the names CloudWatch's trace-to-log correlation reads; nothing outside a recorded span.
+ * the names CloudWatch's trace-to-log correlation reads; nothing outside a span. A request
+ * the sampler did not pick has them too (app/tracing/unsampled-span.ts): its span is kept
+ * if it fails, under those ids.
  */
 export function traceFields(): Record<string, string> {
   const span = trace.getActiveSpan();
   // A new object each time: pino merges the line's fields into it.
-  if (span === undefined || !span.isRecording()) return {};
+  if (span === undefined) return {};
   const { traceId, spanId } = span.spanContext();
   return { trace_id: xrayTraceId(traceId), span_id: spanId };
+}
+
+/**
+ * Whether a local root (a request's span) is sampled: its caller's context says sampled, or
+ * its trace id falls in `ratio`, judged by the id's random end, not X-Ray's timestamp at its start.
+ */
+export function rootSampled(caller: SpanContext | undefined, traceId: string, ratio: number): boolean {
+  if (caller !== undefined && (caller.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED) return true;
+  return Number.parseInt(traceId.slice(-8), 16) < Math.floor(ratio * 0x1_0000_0000);
+}
+
+/** Whether `span`'s trace is sampled, every span of it exported. */
+export function isSampled(span: Span): boolean {
+  return (span.spanContext().traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED;
 }
 
 /**
@@ -51,7 +67,7 @@ export function failSpan(span: Span, err: unknown): void {
  */
 export function inSpan<T>(name: string, attributes: Attributes, fn: (span: Span) => Promise<T>, kind: SpanKind = SpanKind.INTERNAL): Promise<T> {
   const current = trace.getActiveSpan();
-  if (current !== undefined && (current.spanContext().traceFlags & TraceFlags.SAMPLED) === 0 && attributes[KEEP_TRACE] !== true) return inUnsampled(current, fn);
+  if (current !== undefined && !isSampled(current) && attributes[KEEP_TRACE] !== true) return inUnsampled(current, fn);
   return tracer.startActiveSpan(name, { attributes, kind }, async (span) => {
     try {
       return await fn(span);
@@ -84,11 +100,17 @@ export function eventsOfCurrentSpan(): (name: string, attributes?: Attributes) =
   return (name, attributes) => span?.addEvent(name, attributes);
 }
 
-let on = false;
+/** TRACES_SAMPLE_RATIO once tracing is on; undefined while it is off. */
+let ratio: number | undefined;
 
 /** True once tracing is on: the request path starts its spans only then, so off costs nothing. */
 export function tracingOn(): boolean {
-  return on;
+  return ratio !== undefined;
+}
+
+/** The share of new traces sampled (TRACES_SAMPLE_RATIO); 0 while tracing is off. */
+export function sampleRatio(): number {
+  return ratio ?? 0;
 }
 
 /** What the "traces" shutdown step and the settings need from the configuration. */
@@ -107,12 +129,10 @@ export interface TracingConfig {
 export async function startTracingFor(config: TracingConfig, logger: import('../logger.js').Logger, service: string): Promise<import('../shutdown.js').ShutdownStep | undefined> {
   if (config.TRACES === 'off') return undefined;
   const { exporterFor, startTracing } = await import('./setup.js');
-  const tracing = startTracing(config, logger, service, await exporterFor(config));
-  on = true;
-  return tracing.step;
+  return startTracing(config, logger, service, await exporterFor(config)).step;
 }
 
-/** For the tests, which start tracing with an exporter of their own. */
-export function markTracingOn(): void {
-  on = true;
+/** Called by startTracing (app/tracing/setup.ts), which the tests call with an exporter of their own. */
+export function markTracingOn(sampleRatio: number): void {
+  ratio = sampleRatio;
 }
