@@ -15,9 +15,25 @@ export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
 
 export const APPLICATION_NAME_PREFIX = 'ecs-saas-backend';
+/**
+ * The schema this release needs, said in every session's `application_name`: a migration
+ * step that an older release could not run under (usage's move to daily partitions,
+ * app/usage-partitions.ts) waits while a session without it is connected.
+ */
+export const SCHEMA_GENERATION = 2;
+
+/** ` schema-2`: the end of a session's application_name. */
+export function schemaGenerationTag(generation: number): string {
+  return ` schema-${generation}`;
+}
+
+/** `ecs-saas-backend:api schema-2`: what pg_stat_activity shows for a session of `role`. */
+export function applicationName(role: string): string {
+  return `${APPLICATION_NAME_PREFIX}:${role}${schemaGenerationTag(SCHEMA_GENERATION)}`;
+}
 
 export interface PoolOptions {
-  /** Appears in pg_stat_activity.application_name as `ecs-saas-backend:<role>`. */
+  /** Appears in pg_stat_activity.application_name as `ecs-saas-backend:<role> schema-<n>` (applicationName). */
   readonly role: string;
   readonly max: number;
   readonly logger: Logger;
@@ -30,7 +46,7 @@ export interface PoolOptions {
 export function createPool(settings: DatabaseSettings, { role, max, logger, waitMs, statementTimeoutMs }: PoolOptions): Pool {
   const pool = new pg.Pool({
     ...settings,
-    application_name: `${APPLICATION_NAME_PREFIX}:${role}`,
+    application_name: applicationName(role),
     max,
     connectionTimeoutMillis: waitMs,
     idleTimeoutMillis: 30_000,

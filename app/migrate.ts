@@ -15,6 +15,7 @@ import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate';
 import type { Pool, PoolClient } from './db.js';
 import type { Logger } from './logger.js';
 import { requireSupportedServer } from './pg-version.js';
+import { partitionUsage } from './usage-partitions.js';
 
 /** The migrations folder; the build copies it next to the compiled code. */
 export const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations', import.meta.url));
@@ -53,6 +54,7 @@ export async function migrate(pool: Pool, logger: Logger, { lockTimeoutMs = Infi
     if (applied) {
       const names = applied.map((m) => m.name);
       logger.info({ applied: names }, names.length ? `applied ${names.length} migration(s)` : 'database schema is up to date');
+      await partitionUsage(pool, logger);
       return names;
     }
     const waited = Math.round(performance.now() - t0);

@@ -65,7 +65,7 @@ export async function seedDemoData(db: Pick<pg.ClientBase, 'query'>, options: Se
        -- In time order, as reported usage lands: the table's pages then follow the time, as in
        -- production, where data-cleanup and the daily sums read a day's rows together.
        ORDER BY 4
-       ON CONFLICT (account_id, idempotency_key) DO NOTHING`,
+       ON CONFLICT DO NOTHING`,
       [from, to, firstDay.toISOString(), days, now.toISOString()],
     );
     insertedAccounts += a.rowCount ?? 0;

@@ -12,6 +12,7 @@
  *
  * BENCH_ROUNDS changes the number of rounds (default 5).
  */
+import { applicationName } from '../app/db.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pgm from 'pg';
 import { seedDemoData } from '../app/seed.js';
@@ -78,7 +79,7 @@ async function restartUnderApi(pg: OwnPostgres, replicas: (Proc & { url: string 
   const upAt = performance.now();
   const api = until(async () => (await fetch(`${replicas[0]!.url}/debug/sleep?ms=0`)).status === 200, 30_000, 5, 'the API answering 200');
   const worker = until(
-    async () => (await pg.query(`SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' AND a.application_name = 'ecs-saas-backend:api'`)).length === 1,
+    async () => (await pg.query(`SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' AND a.application_name = '${applicationName('api')}'`)).length === 1,
     30_000,
     20,
     'one replica leading the worker',

@@ -3,6 +3,7 @@
  * worker stalled, Postgres restarted under the API and under a billing run, and a table
  * lock held for 20 s under load with a small pool. Each fault is made for real.
  */
+import { applicationName } from '../app/db.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVICE_METRICS } from '../lib/metrics.js';
@@ -24,7 +25,7 @@ const batchDone = (l: LogLine) => l.worker === 'usage-summary' && /batch done/.t
 async function workerLockHolders(db: Pick<TestDatabase, 'query'>): Promise<number[]> {
   const rows = await db.query<{ pid: number }>(
     `SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-     WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'ecs-saas-backend:api' AND a.datname = current_database()`,
+     WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = '${applicationName('api')}' AND a.datname = current_database()`,
   );
   return rows.map((r) => r.pid);
 }

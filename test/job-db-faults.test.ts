@@ -5,6 +5,7 @@
  * terminated 5 times in a row. Each ends in exit 0, one invoice per active account, no alert:
  * such trouble draws on the time-bounded reconnect budget, never on the job's `retries` (2).
  */
+import { applicationName } from '../app/db.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,7 +35,7 @@ async function atWork(job: Proc, k: number): Promise<boolean> {
 
 /** Terminates every backend of the job's pool. */
 async function terminateJobBackends(db: Database): Promise<void> {
-  await db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'ecs-saas-backend:job:billing-run'`);
+  await db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = '${applicationName('job:billing-run')}'`);
 }
 
 /** Turns the database read-only as a writer turned standby does (every session's next transaction), runs `during`, then turns it back. */

@@ -52,6 +52,11 @@ const USAGE_COLUMNS = `id::text AS id, account_id::text AS "accountId", metric, 
 
 type NewUsage = z.infer<typeof newUsage>;
 
+// A key's original is found through usage_keys, which says its time, so that Postgres reads
+// the one partition that holds it (app/usage-partitions.ts). Keys of the rows from before
+// the partitions are not there: those are looked for in every partition.
+const KEY_DAY = `(SELECT k.occurred_at FROM usage_keys k WHERE k.account_id = $1 AND k.idempotency_key = $2)`;
+
 export function usageRouter(db: CallerDb): Router {
   const router = Router();
   router.get('/accounts/:id/usage', async (req, res) => {
@@ -99,14 +104,14 @@ async function recordUsage(db: Queryable, accountId: string, body: NewUsage): Pr
     `INSERT INTO usage (account_id, metric, quantity, occurred_at, idempotency_key)
      SELECT $1, $2, $3, at, $5 FROM (SELECT date_trunc('milliseconds', coalesce($4::timestamptz, now())) AS at) t
      WHERE NOT EXISTS (SELECT 1 FROM invoices i WHERE i.account_id = $1 AND i.period_start = (t.at AT TIME ZONE 'UTC')::date)
-     ON CONFLICT (account_id, idempotency_key) DO NOTHING RETURNING ${USAGE_COLUMNS}`,
+     ON CONFLICT DO NOTHING RETURNING ${USAGE_COLUMNS}`,
     [accountId, body.metric, body.quantity, at, body.idempotencyKey ?? null],
   );
   if (inserted.rows.length > 0) return { status: 201, row: inserted.rows[0] };
   if (body.idempotencyKey !== undefined) {
     const { rows } = await db.query(
       `SELECT ${USAGE_COLUMNS}, (metric = $3 AND quantity = $4 AND ($5::timestamptz IS NULL OR date_trunc('milliseconds', occurred_at) = date_trunc('milliseconds', $5::timestamptz))) AS same
-       FROM usage WHERE account_id = $1 AND idempotency_key = $2`,
+       FROM usage WHERE account_id = $1 AND idempotency_key = $2 AND occurred_at BETWEEN coalesce(${KEY_DAY}, '-infinity') AND coalesce(${KEY_DAY}, 'infinity')`,
       [accountId, body.idempotencyKey, body.metric, body.quantity, at],
     );
     if (rows[0]) {

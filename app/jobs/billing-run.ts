@@ -15,6 +15,7 @@ import { billAccounts, dayPeriod, type BillBatch } from '../billing.js';
 import { defineJob, previousUtcDay } from './handler.js';
 import { reportSkipped, runIsolated, type SkippedAccount } from './per-account.js';
 import { BILLING, withIdentity } from '../tenancy.js';
+import { markDayFinished } from './usage-days.js';
 
 export interface BillingCheckpoint {
   /** Every active account with an id up to this one has its invoice. */
@@ -91,6 +92,8 @@ export const billingRun = defineJob<BillingCheckpoint>({
       if (!saved) await ctx.saveCheckpoint({ afterAccountId, inserted, skipped }, processed);
       if (batch.accounts < limit) break;
     }
+    // A day with a skipped account is not finished: its usage is kept until a rerun bills it.
+    if (skipped.length === 0) await markDayFinished(ctx.pool, BILLING, period.start, 'billed');
     await reportSkipped(skipped, { job: ctx.job.name, period: `billing day ${period.start}`, scheduledTime: ctx.scheduledTime }, { topicArn: ctx.config.ALERT_TOPIC_ARN, logger: ctx.logger });
     return { period: period.start, accounts: processed, invoicesInserted: inserted, skippedAccounts: skipped.map((s) => s.accountId) };
   },

@@ -1,13 +1,21 @@
 /**
- * data-cleanup: deletes expired rows in bounded batches.
+ * data-cleanup: retires expired days of usage whole, and deletes other expired rows in
+ * bounded batches.
  *
  * What expires (cutoffs are counted back from the run's scheduled time, so a rerun deletes
  * the same set):
- *   - `usage` rows older than USAGE_RETENTION_DAYS, and only once they are accounted for:
- *     the account's invoice for that UTC day exists and the day's rollup for that account
- *     and metric exists. Usage that was never invoiced (a suspended account's) stays.
+ *   - `usage` older than USAGE_RETENTION_DAYS, and only once it is accounted for. A UTC day
+ *     with a partition of its own (app/usage-partitions.ts) is retired whole, its partition
+ *     detached and dropped, once billing-run and then report-aggregation have finished it
+ *     (app/jobs/usage-days.ts); the rows no invoice counted (an account suspended before
+ *     billing reached it) are kept in `usage_unbilled` first. The cost is one catalog change a
+ *     day, whatever the day holds. Rows outside those partitions (the table from before them,
+ *     rows dated before any partition) are deleted row by row, each once the account's
+ *     invoice for that day and the day's rollup for that account and metric exist; usage that
+ *     was never invoiced stays.
  *   - `job_runs` attempts that finished more than JOB_RUNS_RETENTION_DAYS ago.
- * Invoices and rollups are never deleted.
+ * Invoices and rollups are never deleted. Each run also makes the partitions of the days
+ * ahead (PARTITION_DAYS_AHEAD), so usage never waits on a deploy for its day's partition.
  *
  * The pattern to copy for "delete a lot without hurting anyone": each batch is one
  * autocommit statement that deletes at most JOB_BATCH_SIZE rows, so row locks last
@@ -15,6 +23,8 @@
  * batch rescans rows the previous ones kept.
  */
 import { RETENTION, withIdentity } from '../tenancy.js';
+import { ensurePartitions } from '../usage-partitions.js';
+import { retireDays } from './retire-days.js';
 import { DAY_MS } from '../../lib/time-zones.js';
 import { defineJob, utcMidnight } from './handler.js';
 
@@ -41,6 +51,9 @@ export const dataCleanup = defineJob<CleanupCheckpoint>({
     const processed = () => state.deleted.usage + state.deleted.jobRuns;
     ctx.progress(processed(), null);
 
+    await withIdentity(ctx.pool, RETENTION, (db) => ensurePartitions(db));
+    const days = await retireDays(ctx, cutoff.usage);
+
     while (!state.usageDone) {
       ctx.signal.throwIfAborted();
       const after = state.usageAfter ?? { occurredAt: '-infinity', id: '0' };
@@ -51,6 +64,8 @@ export const dataCleanup = defineJob<CleanupCheckpoint>({
            -- The redundant lower bound lets the index start where the last batch ended.
            WHERE occurred_at < $1::timestamptz AND occurred_at >= $2::timestamptz
              AND (occurred_at, id) > ($2::timestamptz, $3::bigint)
+             -- A day's partition is retired whole (above), or kept whole until it can be.
+             AND usage.tableoid::regclass::text IN ('usage', 'usage_legacy', 'usage_default')
            ORDER BY occurred_at, id
            LIMIT $4
          ), deleted AS (
@@ -58,7 +73,8 @@ export const dataCleanup = defineJob<CleanupCheckpoint>({
            -- into a join. As EXISTS the planner hash-joined every batch against the whole of
            -- invoices, so each batch cost as much as the table had rows (docs/performance.md).
            DELETE FROM usage u USING candidates c
-           WHERE u.id = c.id
+           -- occurred_at too: Postgres then probes the one partition the row is in.
+           WHERE u.id = c.id AND u.occurred_at = c.occurred_at
              AND (SELECT true FROM invoices i
                   WHERE i.account_id = c.account_id AND i.period_start = (c.occurred_at AT TIME ZONE 'UTC')::date LIMIT 1)
              AND (SELECT true FROM usage_daily d
@@ -98,6 +114,8 @@ export const dataCleanup = defineJob<CleanupCheckpoint>({
     return {
       usageCutoff: cutoff.usage.toISOString(),
       jobRunsCutoff: cutoff.jobRuns.toISOString(),
+      usageDaysRetired: days.retired,
+      usageDaysKept: days.kept,
       usageDeleted: state.deleted.usage,
       jobRunsDeleted: state.deleted.jobRuns,
     };

@@ -14,6 +14,7 @@ import { REPORTING, withIdentity, type Queryable } from '../tenancy.js';
 import { DAY_MS } from '../../lib/time-zones.js';
 import { defineJob, previousUtcDay } from './handler.js';
 import { reportSkipped, runIsolated, type SkippedAccount } from './per-account.js';
+import { markDayFinished } from './usage-days.js';
 
 interface RollupBatch {
   readonly accounts: number;
@@ -111,6 +112,7 @@ export const reportAggregation = defineJob<AggregationCheckpoint>({
       await ctx.saveCheckpoint({ afterAccountId, skipped }, processed);
       if (batch.accounts < limit) break;
     }
+    if (skipped.length === 0) await markDayFinished(ctx.pool, REPORTING, day, 'rolled up');
     await reportSkipped(skipped, { job: ctx.job.name, period: `usage day ${day}`, scheduledTime: ctx.scheduledTime }, { topicArn: ctx.config.ALERT_TOPIC_ARN, logger: ctx.logger });
     return { day, accounts: processed, rollups, skippedAccounts: skipped.map((s) => s.accountId) };
   },

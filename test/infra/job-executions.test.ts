@@ -4,6 +4,7 @@
  * the real container command against the test database, and every alert goes to the local SNS
  * endpoint. Each scenario checks the execution's result, the alerts and the rows.
  */
+import { applicationName } from '../../app/db.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { App, Duration, Stack } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
@@ -205,7 +206,7 @@ describe('the endings without an alert of their own', () => {
       const run = await executeLocally(billing, { scheduledTime: time }, env(), {
         onStart: async (attempt, proc) => {
           if (attempt !== 1) return;
-          const waiting = await eventually(async () => (await db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name = 'ecs-saas-backend:job:billing-run'`)).length > 0, 20_000);
+          const waiting = await eventually(async () => (await db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name = '${applicationName('job:billing-run')}'`)).length > 0, 20_000);
           expect(waiting).toBe(true);
           proc.kill('SIGTERM');
           await proc.exited;

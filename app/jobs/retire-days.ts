@@ -1,0 +1,60 @@
+/**
+ * Retirement of whole days of usage: each expired day that has a partition of its own is
+ * detached and dropped by usage_retire_day (app/migrations/*_usage-partitions.sql), one
+ * short transaction a day, as the retention role. Its lock on `usage` is the one wait: a
+ * day whose lock is not granted within the function's lock_timeout is tried again a few
+ * times, then left for the next run.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { RETENTION, withIdentity } from '../tenancy.js';
+import type { JobContext } from './handler.js';
+
+/** lock_not_available: the lock wait ran past lock_timeout. */
+const LOCK_NOT_AVAILABLE = '55P03';
+const TRIES = 3;
+const BACKOFF_MS = 1_000;
+
+export interface RetiredDays {
+  readonly retired: number;
+  /** Expired days left in place, each with the reason. */
+  readonly kept: readonly string[];
+}
+
+/** Retires the days before `cutoff` (a UTC midnight) that can be. */
+export async function retireDays(ctx: JobContext<unknown>, cutoff: Date): Promise<RetiredDays> {
+  const { rows } = await withIdentity(ctx.pool, RETENTION, (db) => db.query<{ day: string }>(
+    `SELECT d::text AS day FROM usage_partition_days() d WHERE d < $1::date`,
+    [cutoff.toISOString().slice(0, 10)],
+  ));
+  let retired = 0;
+  const kept: string[] = [];
+  for (const { day } of rows) {
+    ctx.signal.throwIfAborted();
+    const outcome = await retireDay(ctx, day);
+    if (outcome.startsWith('retired')) {
+      retired++;
+      ctx.logger.info({ day, outcome }, `usage day ${day} ${outcome}`);
+    } else if (outcome !== 'gone') {
+      kept.push(`${day}: ${outcome}`);
+    }
+  }
+  if (kept.length > 0) {
+    ctx.logger.warn({ kept }, `${kept.length} expired usage day(s) kept: ${kept.slice(0, 5).join('; ')}${kept.length > 5 ? '; ...' : ''}. A day is retired once billing-run and then report-aggregation have finished it; rerun the one named (--scheduled-time of the day after, --force)`);
+  }
+  return { retired, kept };
+}
+
+async function retireDay(ctx: JobContext<unknown>, day: string): Promise<string> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const { rows } = await withIdentity(ctx.pool, RETENTION, (db) => db.query<{ outcome: string }>(`SELECT usage_retire_day($1::date) AS outcome`, [day]));
+      return rows[0]!.outcome;
+    } catch (err) {
+      if ((err as { code?: string }).code !== LOCK_NOT_AVAILABLE || attempt >= TRIES) {
+        if ((err as { code?: string }).code === LOCK_NOT_AVAILABLE) return `kept: its partition's lock was not granted in ${TRIES} tries; the next run tries again`;
+        throw err;
+      }
+      await sleep(BACKOFF_MS * attempt, undefined, { signal: ctx.signal });
+    }
+  }
+}
