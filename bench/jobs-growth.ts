@@ -6,15 +6,15 @@
  * the database's own growth (caches, index depth) can be told from the job's.
  *
  * At each size: billing-run and the statement alternately (each from no invoices of the day),
- * then report-aggregation rolls the day up once, then data-cleanup deletes the billed, rolled-up
- * usage of that day (one run per size: it deletes what it measures on).
+ * then report-aggregation rolls the day up once, then data-cleanup retires the billed, rolled-up
+ * day, its partition dropped whole (one run per size: it drops what it measures on).
  */
 import os from 'node:os';
 import pg from 'pg';
 import pino from 'pino';
 import { migrate } from '../app/migrate.js';
 import { benchPostgres, fmt, median } from './lib.js';
-import { SCHEDULED, clearInvoices, invoiceDigest, runMain, seedAccounts, singleStatement } from './jobs-lib.js';
+import { DAY, SCHEDULED, clearInvoices, invoiceDigest, runMain, seedAccounts, singleStatement } from './jobs-lib.js';
 
 const SIZES = (process.env.BENCH_SIZES ?? '100000,1000000').split(',').map(Number);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 1);
@@ -52,13 +52,18 @@ async function measure(db: pg.Pool, url: string, accounts: number): Promise<Size
   const rollup = await runMain(['report-aggregation', '--scheduled-time', SCHEDULED], env);
   if (rollup.code !== 0) throw new Error(`report-aggregation exited ${rollup.code}`);
   await db.query('VACUUM ANALYZE');
-  const cleanup = await runMain(['data-cleanup', '--scheduled-time', CLEANUP_AT], env);
+  const cleanup = await runMain(['data-cleanup', '--scheduled-time', CLEANUP_AT], { ...env, USAGE_RETENTION_DAYS: '1' });
   const end = cleanup.lines.find((l) => l.Succeeded === 1);
   if (cleanup.code !== 0 || !end) throw new Error(`data-cleanup exited ${cleanup.code}`);
   const { rows } = await db.query<{ n: string }>(`SELECT count(*)::text AS n FROM usage`);
-  out(`  data-cleanup ${fmt(end.Duration as number, 0)} ms (usage rows left: ${rows[0]!.n})`);
-  // The next size seeds only the missing rows, the deleted usage included.
+  const retired = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM usage_days WHERE day = $1 AND retired_at IS NOT NULL`, [DAY])).rows[0]!.n;
+  if (retired !== 1) throw new Error(`data-cleanup did not retire ${DAY}`);
+  out(`  data-cleanup ${fmt(end.Duration as number, 0)} ms: ${DAY} retired (usage rows left: ${rows[0]!.n})`);
+  // The next size seeds only the missing rows, the retired day's included: its partition is
+  // made again, and its keys (kept until their month is retired) are forgotten.
   await db.query(`DELETE FROM job_runs`);
+  await db.query(`DELETE FROM usage_keys WHERE occurred_at >= $1::date AND occurred_at < $1::date + 1`, [DAY]);
+  await db.query(`SELECT usage_ensure_partitions($1::date, $1::date)`, [DAY]);
   return { accounts, statementMs: median(statementMs), billingMs: median(billingMs), cleanupMs: end.Duration as number };
 }
 

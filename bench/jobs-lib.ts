@@ -8,11 +8,18 @@ import type pg from 'pg';
 import { seedDemoData } from '../app/seed.js';
 import { fmt } from './lib.js';
 
-export const SEED_NOW = new Date('2025-03-10T12:00:00Z');
+const DAY_MS = 86_400_000;
+const utcDay = (offset: number) => new Date(Math.floor(Date.now() / DAY_MS) * DAY_MS + offset * DAY_MS).toISOString().slice(0, 10);
+/**
+ * The seed's "now", two UTC days ago at noon: the billed day, the day before, is then one of
+ * the days the migrations make a partition for (app/usage-partitions.ts), as yesterday's
+ * usage is in production, and old enough for data-cleanup to retire with USAGE_RETENTION_DAYS=1.
+ */
+export const SEED_NOW = new Date(`${utcDay(-2)}T12:00:00Z`);
 /** billing-run's run key: it bills DAY. */
-export const SCHEDULED = '2025-03-10T00:15:00.000Z';
-export const DAY = '2025-03-09';
-const NEXT_DAY = '2025-03-10';
+export const SCHEDULED = `${utcDay(-2)}T00:15:00.000Z`;
+export const DAY = utcDay(-3);
+const NEXT_DAY = utcDay(-2);
 const MAIN = path.resolve('dist/app/main.js');
 
 /** Seeds up to `accounts` demo accounts (adding to those already there) and says what the billed day holds. */

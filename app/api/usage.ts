@@ -52,10 +52,10 @@ const USAGE_COLUMNS = `id::text AS id, account_id::text AS "accountId", metric, 
 
 type NewUsage = z.infer<typeof newUsage>;
 
-// A key's original is found through usage_keys, which says its time, so that Postgres reads
-// the one partition that holds it (app/usage-partitions.ts). Keys of the rows from before
-// the partitions are not there: those are looked for in every partition.
-const KEY_DAY = `(SELECT k.occurred_at FROM usage_keys k WHERE k.account_id = $1 AND k.idempotency_key = $2)`;
+// A key's original is found through usage_keys, which says its UTC day, so that Postgres
+// reads the one partition that holds it (app/usage-partitions.ts). Keys of the rows from
+// before the partitions are not there: those are looked for in every partition.
+const KEY_DAY = `(SELECT date_trunc('day', k.occurred_at, 'UTC') FROM usage_keys k WHERE k.account_id = $1 AND k.idempotency_key = $2)`;
 
 export function usageRouter(db: CallerDb): Router {
   const router = Router();
@@ -111,7 +111,8 @@ async function recordUsage(db: Queryable, accountId: string, body: NewUsage): Pr
   if (body.idempotencyKey !== undefined) {
     const { rows } = await db.query(
       `SELECT ${USAGE_COLUMNS}, (metric = $3 AND quantity = $4 AND ($5::timestamptz IS NULL OR date_trunc('milliseconds', occurred_at) = date_trunc('milliseconds', $5::timestamptz))) AS same
-       FROM usage WHERE account_id = $1 AND idempotency_key = $2 AND occurred_at BETWEEN coalesce(${KEY_DAY}, '-infinity') AND coalesce(${KEY_DAY}, 'infinity')`,
+       FROM usage WHERE account_id = $1 AND idempotency_key = $2
+         AND occurred_at >= coalesce(${KEY_DAY}, '-infinity') AND occurred_at < coalesce(${KEY_DAY} + interval '1 day', 'infinity')`,
       [accountId, body.idempotencyKey, body.metric, body.quantity, at],
     );
     if (rows[0]) {
