@@ -99,6 +99,14 @@ describe('usage partitioned by day', () => {
       // An account may not write another's usage into any partition.
       await expect(c.query(`INSERT INTO usage (account_id, metric, quantity) VALUES ($1, 'api.calls', 1)`, [other])).rejects.toMatchObject({ code: '42501' });
       await c.query('ROLLBACK');
+      // Nor its own into a day partition whose day is invoiced (policy billable, on every partition).
+      await c.query(`INSERT INTO invoices (account_id, period_start, period_end, quantity, amount_cents) VALUES ($1, $2::date, $2::date + 1, 0, 0)`, [own, day(-2)]);
+      await c.query('BEGIN');
+      await c.query(`SET LOCAL ROLE ecs_saas_app`);
+      await c.query(`SELECT set_config('app.account_id', $1, true)`, [own]);
+      await expect(c.query(`INSERT INTO usage (account_id, metric, quantity, occurred_at) VALUES ($1, 'api.calls', 1, $2::date + time '12:00' AT TIME ZONE 'UTC')`, [own, day(-2)]))
+        .rejects.toMatchObject({ code: '42501' });
+      await c.query('ROLLBACK');
     });
   });
 
@@ -212,6 +220,12 @@ describe('moving a populated table', () => {
       // A second migrate has nothing to move.
       await migrate(pool, logger);
       expect(await partitions(db)).toEqual(names);
+      // The former table goes whole once retention has emptied it and its range has expired.
+      expect(await db.query(`SELECT usage_retire_legacy(now() + interval '5 days') AS done`)).toEqual([{ done: false }]);
+      await db.query(`DELETE FROM usage_legacy`);
+      expect(await db.query(`SELECT usage_retire_legacy(now()) AS done`)).toEqual([{ done: false }]);
+      expect(await db.query(`SELECT usage_retire_legacy(now() + interval '5 days') AS done`)).toEqual([{ done: true }]);
+      expect(await partitions(db)).not.toContain('usage_legacy');
     } finally {
       await older.end().catch(() => undefined);
       await pool.end();

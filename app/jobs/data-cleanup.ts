@@ -64,8 +64,6 @@ export const dataCleanup = defineJob<CleanupCheckpoint>({
            -- The redundant lower bound lets the index start where the last batch ended.
            WHERE occurred_at < $1::timestamptz AND occurred_at >= $2::timestamptz
              AND (occurred_at, id) > ($2::timestamptz, $3::bigint)
-             -- A day's partition is retired whole (above), or kept whole until it can be.
-             AND usage.tableoid::regclass::text IN ('usage', 'usage_legacy', 'usage_default')
            ORDER BY occurred_at, id
            LIMIT $4
          ), deleted AS (
@@ -87,7 +85,9 @@ export const dataCleanup = defineJob<CleanupCheckpoint>({
                 (SELECT to_json(occurred_at) #>> '{}' FROM last) AS last_at,
                 (SELECT id::text FROM last) AS last_id,
                 (SELECT count(*) FROM deleted)::int AS deleted`,
-        [cutoff.usage.toISOString(), after.occurredAt, after.id, limit],
+        // Only before the first day partition: a day's partition is retired whole (above), or
+        // kept whole until it can be, and Postgres then reads no day partition at all.
+        [days.rowsBefore.toISOString(), after.occurredAt, after.id, limit],
       ));
       const batch = rows[0]!;
       state = {
@@ -97,6 +97,12 @@ export const dataCleanup = defineJob<CleanupCheckpoint>({
       };
       await ctx.saveCheckpoint(state, processed());
     }
+
+    // The table from before the partitions, once the batches above have emptied it.
+    const legacyRetired = await withIdentity(ctx.pool, RETENTION, (db) => db.query<{ done: boolean }>(
+      `SELECT usage_retire_legacy($1::timestamptz) AS done`, [cutoff.usage.toISOString()],
+    ));
+    if (legacyRetired.rows[0]!.done) ctx.logger.info('usage_legacy, the table from before the day partitions, is empty and expired: dropped');
 
     for (;;) {
       ctx.signal.throwIfAborted();

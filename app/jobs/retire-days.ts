@@ -11,13 +11,19 @@ import type { JobContext } from './handler.js';
 
 /** lock_not_available: the lock wait ran past lock_timeout. */
 const LOCK_NOT_AVAILABLE = '55P03';
-const TRIES = 3;
+const TRIES = 5;
 const BACKOFF_MS = 1_000;
 
 export interface RetiredDays {
   readonly retired: number;
   /** Expired days left in place, each with the reason. */
   readonly kept: readonly string[];
+  /**
+   * The start of the first day that has a partition, or `cutoff` when it is later: rows before
+   * it are in no day partition (the table from before them, the default partition), and are
+   * what data-cleanup deletes row by row.
+   */
+  readonly rowsBefore: Date;
 }
 
 /** Retires the days before `cutoff` (a UTC midnight) that can be. */
@@ -41,7 +47,9 @@ export async function retireDays(ctx: JobContext<unknown>, cutoff: Date): Promis
   if (kept.length > 0) {
     ctx.logger.warn({ kept }, `${kept.length} expired usage day(s) kept: ${kept.slice(0, 5).join('; ')}${kept.length > 5 ? '; ...' : ''}. A day is retired once billing-run and then report-aggregation have finished it; rerun the one named (--scheduled-time of the day after, --force)`);
   }
-  return { retired, kept };
+  const { rows: first } = await withIdentity(ctx.pool, RETENTION, (db) => db.query<{ day: string | null }>(`SELECT min(d)::text AS day FROM usage_partition_days() d`));
+  const firstDay = first[0]!.day === null ? Infinity : Date.parse(`${first[0]!.day}T00:00:00Z`);
+  return { retired, kept, rowsBefore: new Date(Math.min(cutoff.getTime(), firstDay)) };
 }
 
 async function retireDay(ctx: JobContext<unknown>, day: string): Promise<string> {

@@ -165,8 +165,9 @@ BEGIN
   IF to_regclass(part) IS NULL THEN
     RETURN 'gone';
   END IF;
-  -- Detaching waits for the transactions reading usage: a short wait, or another try later.
-  PERFORM set_config('lock_timeout', '2s', true);
+  -- Detaching takes an exclusive lock on usage for a moment, once the transactions reading it
+  -- are done; queries wait behind it at most this long, and the caller tries again later.
+  PERFORM set_config('lock_timeout', '500ms', true);
   SELECT * INTO marks FROM usage_days u WHERE u.day = d;
   EXECUTE format('SELECT NOT EXISTS (SELECT FROM %I)', part) INTO empty;
   -- A day without usage (made ahead, or before the first account) has nothing to account for.
@@ -233,6 +234,8 @@ REVOKE ALL ON FUNCTION usage_retire_legacy(timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION usage_retire_legacy(timestamptz) TO ecs_saas_retention;
 
 -- Down Migration
+-- Only while usage is one table (before app/usage-partitions.ts moved it): the partitioned
+-- table's trigger and partitions depend on what this drops.
 DROP FUNCTION usage_retire_legacy(timestamptz);
 DROP FUNCTION usage_partition_days();
 DROP FUNCTION usage_retire_day(date);
