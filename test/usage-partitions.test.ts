@@ -10,10 +10,13 @@ import { APPLICATION_NAME_PREFIX } from '../app/db.js';
 import { createLogger } from '../app/logger.js';
 import { migrate } from '../app/migrate.js';
 import { PARTITION_DAYS_AHEAD, PARTITION_DAYS_BEHIND } from '../app/usage-partitions.js';
+import { randomAdminKey } from './helpers/admin-key.js';
+import { startApi } from './helpers/api.js';
 import { createTestDatabase, newClient, type TestDatabase } from './helpers/db.js';
 import { runJob } from './helpers/jobs.js';
 
 const DAY_MS = 86_400_000;
+const ADMIN_KEY = randomAdminKey();
 const day = (offset: number) => new Date(Date.now() + offset * DAY_MS).toISOString().slice(0, 10);
 const partition = (d: string) => `usage_d${d.replaceAll('-', '')}`;
 
@@ -194,6 +197,23 @@ describe('moving a populated table', () => {
       await older.query(oldInsert, [account, 3, 40, 'before-1']);
       await older.query(oldInsert, [account, 4, 2, 'before-2']);
       await older.query(oldInsert, [account, 99, 1, 'before-2']);
+      // This release's API serves the single table too: a report, then its retry.
+      const api = await startApi({ DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY });
+      try {
+        const report = () => fetch(`${api.base}/accounts/${account}/usage`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ metric: 'api.calls', quantity: 2, idempotencyKey: 'during-expand' }),
+        });
+        const first = await report();
+        expect(first.status).toBe(201);
+        const retry = await report();
+        expect(retry.status).toBe(200);
+        expect(((await retry.json()) as { id: string }).id).toBe(((await first.json()) as { id: string }).id);
+      } finally {
+        await api.stop();
+      }
+      await db.query(`DELETE FROM usage WHERE idempotency_key = 'during-expand'`);
       await older.end();
 
       await migrate(pool, logger);
