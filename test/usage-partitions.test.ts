@@ -81,6 +81,32 @@ describe('usage partitioned by day', () => {
     expect(keys[0]!.n).toBe(2);
   });
 
+  it('answers a retry with its original whichever day the retry lands on, and refuses the key with another day', async () => {
+    const account = await newAccount(db, 'retry@example.com');
+    const api = await startApi({ DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY });
+    try {
+      const report = (body: Record<string, unknown>) => fetch(`${api.base}/accounts/${account}/usage`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ metric: 'api.calls', quantity: 3, idempotencyKey: 'across-days', ...body }),
+      });
+      const occurredAt = `${day(-3)}T08:00:00.000Z`;
+      const first = await report({ occurredAt });
+      expect(first.status).toBe(201);
+      const original = (await first.json()) as { id: string; occurredAt: string };
+      // Without occurredAt the retry would land today, in another partition: it gets the original.
+      const retry = await report({});
+      expect(retry.status).toBe(200);
+      expect(await retry.json()).toEqual(original);
+      const moved = await report({ occurredAt: `${day(-1)}T08:00:00.000Z` });
+      expect(moved.status).toBe(422);
+      expect(((await moved.json()) as { error: { code: string } }).error.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    } finally {
+      await api.stop();
+    }
+    expect(await db.query(`SELECT tableoid::regclass::text AS part FROM usage WHERE idempotency_key = 'across-days'`)).toEqual([{ part: partition(day(-3)) }]);
+  });
+
   it('lets the API roles reach rows only through usage, where its policies apply', async () => {
     const own = await newAccount(db, 'rls-own@example.com');
     const other = await newAccount(db, 'rls-other@example.com');
