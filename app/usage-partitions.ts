@@ -15,7 +15,9 @@
  *      validated check makes a catalog change; an empty old table is dropped instead;
  *   3. the usage summary (a materialized view, which follows the old table) is built anew
  *      beside the old one and swapped in.
- * If step 2 fails, step 1's check is removed, so no insert ever meets a passed cutover.
+ * If step 1 or 2 fails, step 1's check is removed, so no insert ever meets a passed cutover;
+ * a lock not granted within LOCK_TIMEOUT (a long query on usage) leaves the move for the next
+ * migrate, any other failure fails the migrate command.
  */
 import type { Pool, PoolClient } from './db.js';
 import { APPLICATION_NAME_PREFIX, SCHEMA_GENERATION, schemaGenerationTag } from './db.js';
@@ -27,6 +29,10 @@ export const PARTITION_DAYS_BEHIND = 7;
 /** Longest wait for a lock the move needs; the move is retried at the next migrate. */
 const LOCK_TIMEOUT = '5s';
 const CUTOVER_CHECK = 'usage_before_partitioning';
+/** lock_not_available: a lock wait ran past lock_timeout. */
+const LOCK_NOT_AVAILABLE = '55P03';
+/** Tries at taking step 1's check off again, LOCK_TIMEOUT each. */
+const REMOVE_TRIES = 12;
 const DAY_MS = 86_400_000;
 
 export type MoveOutcome = 'partitioned' | 'moved' | 'deferred';
@@ -79,12 +85,14 @@ async function moveOnce(client: PoolClient, logger: Logger, now: Date): Promise<
   const cutover = utcDay(now, 2);
   const t0 = performance.now();
   const hasRows = (await client.query(`SELECT EXISTS (SELECT FROM usage) AS yes`)).rows[0].yes as boolean;
-  if (hasRows) await addCutoverCheck(client, cutover);
   try {
+    if (hasRows) await addCutoverCheck(client, cutover);
     await swap(client, cutover, hasRows);
   } catch (err) {
-    await client.query(`ALTER TABLE IF EXISTS usage DROP CONSTRAINT IF EXISTS ${CUTOVER_CHECK}`).catch(() => undefined);
-    throw err;
+    await removeCutoverCheck(client, cutover);
+    if ((err as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw err;
+    logger.warn(`usage stays one table for now: a lock the move needs was not granted within ${LOCK_TIMEOUT} (a long query on usage); nothing was changed, and the next migrate tries again`);
+    return 'deferred';
   }
   await finishMove(client);
   logger.info({ cutover, ms: Math.round(performance.now() - t0) }, `usage moved to daily partitions${hasRows ? `; the former table holds the rows before ${cutover}` : ''}`);
@@ -111,12 +119,38 @@ async function addCutoverCheck(client: PoolClient, cutover: string): Promise<voi
   await client.query(`SET lock_timeout = '${LOCK_TIMEOUT}'`);
   try {
     await client.query(`ALTER TABLE usage DROP CONSTRAINT IF EXISTS ${CUTOVER_CHECK}`);
+    // A concurrent build that failed leaves an invalid index, which IF NOT EXISTS would keep.
+    const { rows } = await client.query<{ valid: boolean | null }>(`SELECT (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('usage_account_id')) AS valid`);
+    if (rows[0]!.valid === false) await client.query(`DROP INDEX CONCURRENTLY usage_account_id`);
     await client.query(`ALTER TABLE usage ADD CONSTRAINT ${CUTOVER_CHECK} CHECK (occurred_at < '${cutover}T00:00:00Z') NOT VALID`);
     // Postgres matches the old table's index to the partitioned one's, rather than building it under the lock.
     await client.query(`CREATE INDEX CONCURRENTLY IF NOT EXISTS usage_account_id ON usage (account_id, id)`);
     await client.query(`ALTER TABLE usage VALIDATE CONSTRAINT ${CUTOVER_CHECK}`);
   } finally {
     await client.query(`RESET lock_timeout`);
+  }
+}
+
+/**
+ * Takes step 1's check off a table that did not move, so that no insert ever meets the
+ * cutover. It needs the table's lock for a moment: tried for a minute, then the migrate
+ * command fails naming what to run.
+ */
+async function removeCutoverCheck(client: PoolClient, cutover: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    const { rows } = await client.query(`SELECT FROM pg_constraint WHERE conrelid = 'usage'::regclass AND conname = $1`, [CUTOVER_CHECK]);
+    if (rows.length === 0) return;
+    try {
+      await client.query(`SET lock_timeout = '${LOCK_TIMEOUT}'`);
+      await client.query(`ALTER TABLE usage DROP CONSTRAINT IF EXISTS ${CUTOVER_CHECK}`);
+      return;
+    } catch (err) {
+      if (attempt >= REMOVE_TRIES) {
+        throw new Error(`usage still carries the check ${CUTOVER_CHECK} (occurred_at < ${cutover}) after a failed move, and its lock was not granted in ${REMOVE_TRIES} tries (${(err as Error).message}); drop it before ${cutover}, or usage reports fail from then on: ALTER TABLE usage DROP CONSTRAINT ${CUTOVER_CHECK}`);
+      }
+    } finally {
+      await client.query(`RESET lock_timeout`).catch(() => undefined);
+    }
   }
 }
 

@@ -200,6 +200,49 @@ describe('retiring a day', () => {
   });
 });
 
+describe('a move whose lock is not granted', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase({ migrated: false });
+  });
+  afterAll(() => db?.drop());
+
+  it('changes nothing, says so, and moves at the next migrate', async () => {
+    const older = newClient({ connectionString: db.url, application_name: `${APPLICATION_NAME_PREFIX}:api` });
+    await older.connect();
+    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    const reader = newClient({ connectionString: db.url });
+    await reader.connect();
+    try {
+      await migrate(pool, createLogger('silent'));
+      const account = await newAccount(db, 'lock@example.com');
+      await db.query(`INSERT INTO usage (account_id, metric, quantity) VALUES ($1, 'api.calls', 1)`, [account]);
+      await older.end();
+      // A long query holds usage: the move's lock waits its 5 s, then the move gives up.
+      await reader.query('BEGIN');
+      await reader.query('SELECT count(*) FROM usage');
+      const warnings: string[] = [];
+      const logger = createLogger('warn');
+      logger.warn = ((msg: unknown) => void warnings.push(String(msg))) as typeof logger.warn;
+      await migrate(pool, logger);
+      expect(warnings.some((w) => w.includes('a lock the move needs was not granted'))).toBe(true);
+      const state = await db.query<{ kind: string; checks: number }>(
+        `SELECT relkind::text AS kind, (SELECT count(*)::int FROM pg_constraint WHERE conrelid = 'usage'::regclass AND conname = 'usage_before_partitioning') AS checks
+         FROM pg_class WHERE oid = 'usage'::regclass`,
+      );
+      expect(state).toEqual([{ kind: 'r', checks: 0 }]);
+      await reader.query('COMMIT');
+      await migrate(pool, createLogger('silent'));
+      expect((await partitions(db))).toContain('usage_legacy');
+      expect(await db.query(`SELECT count(*)::int AS n FROM usage`)).toEqual([{ n: 1 }]);
+    } finally {
+      await older.end().catch(() => undefined);
+      await reader.end();
+      await pool.end();
+    }
+  });
+});
+
 describe('moving a populated table', () => {
   let db: TestDatabase;
   beforeAll(async () => {
