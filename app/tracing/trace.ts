@@ -27,7 +27,11 @@ export const KEEP_TRACE = 'trace.keep';
 export function traceFields(): Record<string, string> {
   const span = trace.getActiveSpan();
   // A new object each time: pino merges the line's fields into it.
-  if (span === undefined) return {};
+  return span === undefined ? {} : spanFields(span);
+}
+
+/** `span`'s trace fields, as `traceFields` gives them for the current span. */
+export function spanFields(span: Span): Record<string, string> {
   const { traceId, spanId } = span.spanContext();
   return { trace_id: xrayTraceId(traceId), span_id: spanId };
 }
