@@ -38,7 +38,8 @@ const SLICE_SECONDS = 1.5;
  */
 /**
  * BENCH_TRACES=file (or console, xray) measures the API with tracing on, at the default sampling
- * unless BENCH_TRACES_SAMPLE_RATIO says otherwise; unset, tracing is off, as it is by default.
+ * unless BENCH_TRACES_SAMPLE_RATIO says otherwise, and the DB route also on a third server with
+ * tracing off, in the same slices; unset, tracing is off, as it is by default.
  */
 const TRACING: Record<string, string> = process.env.BENCH_TRACES
   ? {
