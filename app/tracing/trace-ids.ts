@@ -19,7 +19,7 @@ export function runTraceId(job: string, scheduledTime: Date): string {
 /**
  * Random hex digits for the ids, drawn from the OS 4 KiB at a time: a request's two ids are
  * two slices of a string, where drawing them a few bytes at a time (Math.random per 4 bytes,
- * each written into a buffer and hex-encoded) was about a fifth of what tracing costs an
+ * each written into a buffer and hex-encoded) was about a sixth of what tracing costs an
  * unsampled request.
  */
 const RANDOM_BYTES = 4_096;
