@@ -15,7 +15,7 @@
 import type pg from 'pg';
 import type { Pool } from './db.js';
 import { checkin, checkout, type Lease } from './deadline.js';
-import { querySpan, statementSummary, tracedQueryable } from './tracing/query-span.js';
+import { querySpan, tracedQueryable } from './tracing/query-span.js';
 import { inSpan, tracingOn } from './tracing/trace.js';
 
 /** The role the policies bind for an account; created by the security migration. */
@@ -129,7 +129,7 @@ export function queryAs<R extends pg.QueryResultRow>(pool: Pool, identity: Ident
   if (name === undefined) statementNames.set(sql, (name = `tenant_statement_${statementNames.size + 1}`));
   if (!tracingOn()) return queryOnce(pool, identity, sql, name, params, lease);
   const statement = name;
-  return querySpan(statementSummary(sql), { 'db.statement.name': statement, 'tenancy.identity': identity.kind }, () => queryOnce<R>(pool, identity, sql, statement, params, lease));
+  return querySpan(sql, { 'db.statement.name': statement, 'tenancy.identity': identity.kind }, () => queryOnce<R>(pool, identity, sql, statement, params, lease));
 }
 
 async function queryOnce<R extends pg.QueryResultRow>(pool: Pool, identity: Identity, sql: string, name: string, params: readonly unknown[], lease: Lease | undefined): Promise<R[]> {

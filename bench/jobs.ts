@@ -13,7 +13,8 @@
  * Uses DATABASE_URL (a server where it may create databases) or a throwaway embedded Postgres.
  * BENCH_ACCOUNTS and BENCH_ROUNDS change the size. BENCH_TRACES=file runs the job processes
  * with tracing on (every job run is kept, so billing-run records a span per batch and per
- * statement); unset, tracing is off, as it is by default.
+ * statement), and billing-run once more a round with it off, for tracing's own cost; unset,
+ * tracing is off, as it is by default.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -70,6 +71,10 @@ async function main(): Promise<void> {
     const statementCpu: number[] = [];
     const jobCpu: number[] = [];
     const jobWallMs: number[] = [];
+    // With BENCH_TRACES, billing-run also runs with tracing off in every round, so that tracing's
+    // own cost is a ratio of runs seconds apart rather than of two benchmark runs.
+    const untracedMs: number[] = [];
+    const untracedCpu: number[] = [];
     let expected = '';
     for (let round = 1; round <= ROUNDS; round++) {
       await clearInvoices(db);
@@ -92,6 +97,16 @@ async function main(): Promise<void> {
       if (jobDigest !== expected) throw new Error(`billing-run wrote different invoices: ${jobDigest}, the statement ${expected}`);
       const cpu = jobCpu.length > 0 ? `; Postgres CPU ${fmt(statementCpu.at(-1)!, 0)} and ${fmt(jobCpu.at(-1)!, 0)} ms` : '';
       out(`  round ${round}: statement ${fmt(statementMs.at(-1)!, 0)} ms, billing-run ${fmt(jobMs.at(-1)!, 0)} ms (process ${fmt(r.wallMs, 0)} ms)${cpu}`);
+      if (TRACING.TRACES) {
+        await clearInvoices(db);
+        cpu0 = server.cpuMs();
+        const u = await runMain(['billing-run', '--scheduled-time', SCHEDULED], { DATABASE_URL: url, LOG_LEVEL: 'warn' });
+        if (cpu0 !== undefined) untracedCpu.push(server.cpuMs()! - cpu0);
+        const uEnd = u.lines.find((l) => l.Succeeded === 1);
+        if (u.code !== 0 || !uEnd) throw new Error(`billing-run (tracing off) exited ${u.code}`);
+        untracedMs.push(uEnd.Duration as number);
+        out(`           billing-run with tracing off ${fmt(untracedMs.at(-1)!, 0)} ms${untracedCpu.length > 0 ? `; Postgres CPU ${fmt(untracedCpu.at(-1)!, 0)} ms` : ''}`);
+      }
     }
     const billingRatio = median(jobMs) / median(statementMs);
     out(`billing-run, ${expected}`);
@@ -100,6 +115,11 @@ async function main(): Promise<void> {
     out(`  billing-run (whole process): ${fmt(median(jobWallMs), 0)} ms = ${fmt(median(jobWallMs) / median(statementMs), 2)}x, with Node start-up and the pool`);
     if (jobCpu.length > 0) {
       out(`  Postgres CPU time: statement ${fmt(median(statementCpu), 0)} ms, billing-run ${fmt(median(jobCpu), 0)} ms = ${fmt(median(jobCpu) / median(statementCpu), 2)}x (what a loaded machine does not distort)`);
+    }
+    if (untracedMs.length > 0) {
+      const perRound = jobMs.map((ms, i) => fmt(ms / untracedMs[i]!, 2)).join(', ');
+      const cpu = untracedCpu.length > 0 ? `; Postgres CPU ${fmt(median(jobCpu) / median(untracedCpu), 2)}x` : '';
+      out(`  tracing alone: billing-run ${fmt(median(jobMs), 0)} ms with tracing on, ${fmt(median(untracedMs), 0)} ms off = ${fmt(median(jobMs) / median(untracedMs), 2)}x (rounds ${perRound})${cpu}`);
     }
 
     // 2. The runner around a job that does nothing.

@@ -38,7 +38,8 @@ const SLICE_SECONDS = 1.5;
  */
 /**
  * BENCH_TRACES=file (or console, xray) measures the API with tracing on, at the default sampling
- * unless BENCH_TRACES_SAMPLE_RATIO says otherwise; unset, tracing is off, as it is by default.
+ * unless BENCH_TRACES_SAMPLE_RATIO says otherwise, and the DB route also on a third server with
+ * tracing off, in the same slices; unset, tracing is off, as it is by default.
  */
 const TRACING: Record<string, string> = process.env.BENCH_TRACES
   ? {
@@ -75,9 +76,13 @@ async function zeroFailures(url: string) {
   return loadAcrossSigterm(server, { connections: 40, requests: LOAD_REQUESTS });
 }
 
-/** What one throughput figure measures: a route on our server or on the bare one. */
+/**
+ * What one throughput figure measures: a route on our server, on the bare one, or (with
+ * BENCH_TRACES) on our server with tracing off, so that tracing's own cost is a ratio of
+ * pairs measured in the same seconds, not of two runs on a machine whose state moves.
+ */
 interface Measure {
-  readonly server: 'ours' | 'bare';
+  readonly server: 'ours' | 'bare' | 'untraced';
   readonly path: string;
   readonly headers?: Record<string, string>;
 }
@@ -106,23 +111,25 @@ async function throughputs(url: string) {
     dbBare: { server: 'bare', path: `/accounts/${account}` },
     // The same SQL on the bare app, through withIdentity: the isolation's cost alone.
     dbBareIsolated: { server: 'bare', path: `/isolated/accounts/${account}` },
+    dbUntraced: { server: 'untraced', path: `/accounts/${account}`, headers: { authorization: `Bearer ${key.key}` } },
   } satisfies Record<string, Measure>;
   const results = Object.fromEntries(Object.keys(measures).map((k) => [k, [] as number[]])) as Record<keyof typeof measures, number[]>;
   const comparisons: (keyof typeof measures)[][] = [
     ['healthOurs', 'healthBare'],
-    ['dbOurs', 'dbBare', 'dbBareIsolated'],
+    ['dbOurs', 'dbBare', 'dbBareIsolated', ...(TRACING.TRACES ? (['dbUntraced'] as const) : [])],
   ];
   for (let round = 0; round < ROUNDS; round++) {
+    // The rate limit counts every request but is never reached: the benchmark measures its cost, not its 429s.
+    const api = { DATABASE_URL: url, LOG_LEVEL: 'info', ENABLE_WORKERS: 'false', ADMIN_API_KEY: BENCH_ADMIN_KEY, RATE_LIMIT_REQUESTS: '1000000000', RATE_LIMIT_OPERATOR_REQUESTS: '1000000000' };
     const servers = {
-      // The rate limit counts every request but is never reached: the benchmark measures its cost, not its 429s.
-      ours: await startServer({ DATABASE_URL: url, LOG_LEVEL: 'info', ENABLE_WORKERS: 'false', ADMIN_API_KEY: BENCH_ADMIN_KEY, RATE_LIMIT_REQUESTS: '1000000000', RATE_LIMIT_OPERATOR_REQUESTS: '1000000000', ...TRACING }),
+      ours: await startServer({ ...api, ...TRACING }),
       bare: await startBare(url),
+      ...(TRACING.TRACES ? { untraced: await startServer(api) } : {}),
     };
-    drainElsewhere(servers.ours);
-    drainElsewhere(servers.bare);
+    for (const proc of Object.values(servers)) drainElsewhere(proc);
     const run = (name: keyof typeof measures, seconds: number) => {
       const m: Measure = measures[name];
-      return throughput(servers[m.server].url, m.path, { seconds, headers: m.headers });
+      return throughput(servers[m.server]!.url, m.path, { seconds, headers: m.headers });
     };
     for (const names of comparisons) {
       for (const name of names) await run(name, WARM_SECONDS);
@@ -196,6 +203,7 @@ async function main() {
     ratio('throughput GET /accounts/:id with an account key (auth + RLS)', tp.dbOurs, tp.dbBare, 'bare Express, same SQL, no auth, no RLS', 'target >= 0.9x');
     const isolated = ratio('isolation alone: bare Express through queryAs (role, identity, RLS)', tp.dbBareIsolated, tp.dbBare, 'plain pool.query', 'no target');
     console.log(`isolation overhead: ${fmt((1 - isolated) * 100, 0)}% of the DB route's throughput on the bare app`);
+    if (TRACING.TRACES) ratio('tracing alone: GET /accounts/:id with an account key, tracing on', tp.dbOurs, tp.dbUntraced, 'the same server with tracing off', 'no target');
   } finally {
     await pg.stop();
   }

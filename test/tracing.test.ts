@@ -19,7 +19,7 @@ import { createLogger } from '../app/logger.js';
 import { KeepingProcessor } from '../app/tracing/keeping-processor.js';
 import { keepingSampler } from '../app/tracing/sampler.js';
 import { startTracing } from '../app/tracing/setup.js';
-import { runTraceId } from '../app/tracing/trace-ids.js';
+import { runTraceId, traceIds as ids } from '../app/tracing/trace-ids.js';
 import { xrayTraceId } from '../app/tracing/trace.js';
 import { startApi, type InProcessApi } from './helpers/api.js';
 import { createTestDatabase, type TestDatabase } from './helpers/db.js';
@@ -135,6 +135,24 @@ describe('a request', () => {
     const values = spans.flatMap((s) => [s.name, s.status.message ?? '', ...Object.values(s.attributes), ...s.events.flatMap((e) => [e.name, ...Object.values(e.attributes ?? {})])]).map(String);
     const leaks = secrets.filter((secret) => values.some((v) => v.includes(secret)));
     expect(leaks).toEqual([]);
+  });
+});
+
+describe('ids', () => {
+  it('makes trace ids in X-Ray\'s format (the time in epoch seconds, then 24 random hex digits) and valid span ids, none repeated', () => {
+    const from = Math.floor(Date.now() / 1_000);
+    // Enough ids to use several draws of random bytes.
+    const traces = Array.from({ length: 5_000 }, () => ids.generateTraceId());
+    const spans = Array.from({ length: 5_000 }, () => ids.generateSpanId());
+    const to = Math.floor(Date.now() / 1_000);
+    for (const id of traces) {
+      expect(id).toMatch(/^[0-9a-f]{32}$/);
+      expect(Number.parseInt(id.slice(0, 8), 16)).toBeGreaterThanOrEqual(from);
+      expect(Number.parseInt(id.slice(0, 8), 16)).toBeLessThanOrEqual(to);
+    }
+    for (const id of spans) expect(id).toMatch(/^(?!0{16})[0-9a-f]{16}$/);
+    expect(new Set(traces.map((id) => id.slice(8))).size).toBe(traces.length);
+    expect(new Set(spans).size).toBe(spans.length);
   });
 });
 

@@ -5,7 +5,7 @@
  */
 import { SpanKind, type Attributes } from '@opentelemetry/api';
 import type pg from 'pg';
-import { inSpan, tracingOn } from './trace.js';
+import { failing, inSpan, tracingOn, unsampledSpan } from './trace.js';
 
 const summaries = new Map<string, string>();
 const KEYWORD = /^\s*(?:WITH\b[\s\S]*?\)\s*)?(SELECT|INSERT|UPDATE|DELETE|BEGIN|COMMIT|ROLLBACK|EXECUTE|PREPARE|SET|REFRESH|LOCK|WITH)\b/i;
@@ -23,17 +23,26 @@ export function statementSummary(sql: string): string {
   return summary;
 }
 
-/** Runs `fn` (one round trip) in a client span named `summary`. */
-export function querySpan<T>(summary: string, attributes: Attributes, fn: () => Promise<T>): Promise<T> {
+/**
+ * Runs `fn` (one round trip) in a client span named after `sql`'s summary. In a trace not
+ * sampled, no span, no summary and no attributes: only a failure is noted (`inSpan`).
+ */
+export function querySpan<T>(sql: string, attributes: Attributes, fn: () => Promise<T>): Promise<T> {
+  const unsampled = unsampledSpan();
+  if (unsampled !== undefined) return failing(unsampled, fn);
+  const summary = statementSummary(sql);
   return inSpan(summary, { 'db.system.name': 'postgresql', 'db.query.summary': summary, ...attributes }, fn, SpanKind.CLIENT);
 }
 
+type Queryable = Pick<pg.ClientBase, 'query'>;
+
 /** `db`, with a span around each of its queries once tracing is on. */
-export function tracedQueryable<Q extends Pick<pg.ClientBase, 'query'>>(db: Q): Q {
+export function tracedQueryable(db: Queryable): Queryable {
   if (!tracingOn()) return db;
+  // Only `query`: a copy of the whole client (its own fields) was made for every transaction.
   const query = ((sql: string | pg.QueryConfig, params?: unknown[]) => {
     const text = typeof sql === 'string' ? sql : sql.text;
-    return querySpan(statementSummary(text), {}, () => (db as unknown as { query(s: unknown, p?: unknown[]): Promise<unknown> }).query(sql, params));
-  }) as Q['query'];
-  return { ...db, query };
+    return querySpan(text, {}, () => (db as unknown as { query(s: unknown, p?: unknown[]): Promise<unknown> }).query(sql, params));
+  }) as Queryable['query'];
+  return { query };
 }

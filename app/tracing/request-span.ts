@@ -13,13 +13,15 @@ import type { Request, Response } from 'express';
 import type { Identity } from '../tenancy.js';
 import { routeOf } from '../api/route.js';
 import { albRoot, callerContext } from './propagation.js';
-import { KEEP_TRACE, rootSampled, sampleRatio, tracer } from './trace.js';
+import { KEEP_TRACE, rootSampled, sampleRatio, spanFields, tracer } from './trace.js';
 import { traceIds, withIds } from './trace-ids.js';
 import { UnsampledSpan } from './unsampled-span.js';
 
 export interface RequestSpan {
   /** Runs `fn` with the request's span current. */
   run<T>(fn: () => T): T;
+  /** The request's trace fields for a log line written outside `run` (its access line). */
+  logFields(): Record<string, string>;
   /** Ends the span with what the response says. */
   end(): void;
 }
@@ -28,12 +30,11 @@ export function requestSpan(req: Request, res: Response): RequestSpan {
   const parent = callerContext(req.headers);
   const caller = trace.getSpanContext(parent);
   const traceId = caller?.traceId ?? albRoot(req.headers['x-amzn-trace-id']) ?? traceIds.generateTraceId();
-  const start = (options: SpanOptions, spanId?: string) => withIds(traceId, spanId, () => tracer.startSpan(req.method, { kind: SpanKind.SERVER, ...options }, parent));
-  const method = { 'http.request.method': req.method };
-  const first: Span = rootSampled(caller, traceId, sampleRatio()) ? start({ attributes: method }) : new UnsampledSpan(traceId, traceIds.generateSpanId());
+  const first: Span = rootSampled(caller, traceId, sampleRatio()) ? start() : new UnsampledSpan(traceId, traceIds.generateSpanId());
   const ctx: Context = trace.setSpan(parent, first);
   return {
     run: (fn) => context.with(ctx, fn),
+    logFields: () => spanFields(first),
     end() {
       const span = first instanceof UnsampledSpan ? keptSpan(first) : first;
       if (span === undefined) return;
@@ -42,10 +43,15 @@ export function requestSpan(req: Request, res: Response): RequestSpan {
     },
   };
 
+  function start(options: SpanOptions = {}, spanId?: string): Span {
+    const attributes = { 'http.request.method': req.method, ...options.attributes };
+    return withIds(traceId, spanId, () => tracer.startSpan(req.method, { kind: SpanKind.SERVER, ...options, attributes }, parent));
+  }
+
   /** The SDK span of a request not sampled, made now if it failed (under its ids, from its start), always exported; else none. */
   function keptSpan(unsampled: UnsampledSpan): Span | undefined {
     if (res.statusCode < 500 && unsampled.failure === undefined) return undefined;
-    const span = start({ startTime: unsampled.startedAt, attributes: { ...method, [KEEP_TRACE]: true } }, unsampled.spanContext().spanId);
+    const span = start({ startTime: unsampled.startedAt, attributes: { [KEEP_TRACE]: true } }, unsampled.spanContext().spanId);
     if (unsampled.failure !== undefined) span.setStatus(unsampled.failure);
     return span;
   }

@@ -1,7 +1,7 @@
 /**
  * Turns tracing on (TRACES=console|file|xray), loaded by dynamic import after the process's
  * first log line, as the logger is, so that a job's start-up pays nothing for it when off and
- * little when on. Registers the tracer provider (X-Ray's id generator, the keeping sampler
+ * little when on. Registers the tracer provider (ids in X-Ray's format, the keeping sampler
  * and processor), AsyncLocalStorage for the current span, and the propagators; hands the log
  * lines their trace ids; and returns the "traces" shutdown step, which exports what is left
  * within the shutdown deadline.

@@ -27,7 +27,11 @@ export const KEEP_TRACE = 'trace.keep';
 export function traceFields(): Record<string, string> {
   const span = trace.getActiveSpan();
   // A new object each time: pino merges the line's fields into it.
-  if (span === undefined) return {};
+  return span === undefined ? {} : spanFields(span);
+}
+
+/** `span`'s trace fields, as `traceFields` gives them for the current span. */
+export function spanFields(span: Span): Record<string, string> {
   const { traceId, spanId } = span.spanContext();
   return { trace_id: xrayTraceId(traceId), span_id: spanId };
 }
@@ -66,8 +70,8 @@ export function failSpan(span: Span, err: unknown): void {
  * statement. A sampled trace, a job run and the drain get every child.
  */
 export function inSpan<T>(name: string, attributes: Attributes, fn: (span: Span) => Promise<T>, kind: SpanKind = SpanKind.INTERNAL): Promise<T> {
-  const current = trace.getActiveSpan();
-  if (current !== undefined && !isSampled(current) && attributes[KEEP_TRACE] !== true) return inUnsampled(current, fn);
+  const unsampled = attributes[KEEP_TRACE] === true ? undefined : unsampledSpan();
+  if (unsampled !== undefined) return failing(unsampled, fn);
   return tracer.startActiveSpan(name, { attributes, kind }, async (span) => {
     try {
       return await fn(span);
@@ -80,11 +84,18 @@ export function inSpan<T>(name: string, attributes: Attributes, fn: (span: Span)
   });
 }
 
-async function inUnsampled<T>(current: Span, fn: (span: Span) => Promise<T>): Promise<T> {
+/** The current span when its trace is not sampled (most requests): work in it makes no child span. */
+export function unsampledSpan(): Span | undefined {
+  const current = trace.getActiveSpan();
+  return current !== undefined && !isSampled(current) ? current : undefined;
+}
+
+/** Runs `fn` in `span`, marking it failed if `fn` rejects: a trace not sampled is then kept. */
+export async function failing<T>(span: Span, fn: (span: Span) => Promise<T>): Promise<T> {
   try {
-    return await fn(current);
+    return await fn(span);
   } catch (err) {
-    failSpan(current, err);
+    failSpan(span, err);
     throw err;
   }
 }
