@@ -25,6 +25,8 @@ export type DbTrouble = 'connection-lost' | 'busy' | 'read-only' | 'timed-out';
 export const QUERY_CANCELED = '57014';
 /** A read-write statement on a read-only server or transaction. */
 export const READ_ONLY_SQL_TRANSACTION = '25006';
+/** lock_not_available: a lock wait ran past lock_timeout. */
+export const LOCK_NOT_AVAILABLE = '55P03';
 
 /** Shutdown, crash, start-up and idle-session codes of class 57 that end the connection. */
 const CONNECTION_ENDED = new Set(['57P01', '57P02', '57P03', '57P05']);

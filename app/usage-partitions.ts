@@ -21,7 +21,9 @@
  */
 import type { Pool, PoolClient } from './db.js';
 import { APPLICATION_NAME_PREFIX, SCHEMA_GENERATION, schemaGenerationTag } from './db.js';
+import { LOCK_NOT_AVAILABLE } from './db-errors.js';
 import type { Logger } from './logger.js';
+import { DAY_MS } from '../lib/time-zones.js';
 
 /** Days of partitions made ahead of today (UTC), and behind it, at each migrate and data-cleanup run. */
 export const PARTITION_DAYS_AHEAD = 14;
@@ -29,11 +31,8 @@ export const PARTITION_DAYS_BEHIND = 7;
 /** Longest wait for a lock the move needs; the move is retried at the next migrate. */
 const LOCK_TIMEOUT = '5s';
 const CUTOVER_CHECK = 'usage_before_partitioning';
-/** lock_not_available: a lock wait ran past lock_timeout. */
-const LOCK_NOT_AVAILABLE = '55P03';
 /** Tries at taking step 1's check off again, LOCK_TIMEOUT each. */
 const REMOVE_TRIES = 12;
-const DAY_MS = 86_400_000;
 
 export type MoveOutcome = 'partitioned' | 'moved' | 'deferred';
 

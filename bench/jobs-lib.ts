@@ -6,9 +6,9 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import type pg from 'pg';
 import { seedDemoData } from '../app/seed.js';
+import { DAY_MS } from '../lib/time-zones.js';
 import { fmt } from './lib.js';
 
-const DAY_MS = 86_400_000;
 const utcDay = (offset: number) => new Date(Math.floor(Date.now() / DAY_MS) * DAY_MS + offset * DAY_MS).toISOString().slice(0, 10);
 /**
  * The seed's "now", two UTC days ago at noon: the billed day, the day before, is then one of

@@ -10,12 +10,12 @@ import { APPLICATION_NAME_PREFIX } from '../app/db.js';
 import { createLogger } from '../app/logger.js';
 import { migrate } from '../app/migrate.js';
 import { PARTITION_DAYS_AHEAD, PARTITION_DAYS_BEHIND } from '../app/usage-partitions.js';
+import { DAY_MS } from '../lib/time-zones.js';
 import { randomAdminKey } from './helpers/admin-key.js';
 import { startApi } from './helpers/api.js';
 import { createTestDatabase, newClient, type TestDatabase } from './helpers/db.js';
 import { runJob } from './helpers/jobs.js';
 
-const DAY_MS = 86_400_000;
 const ADMIN_KEY = randomAdminKey();
 const day = (offset: number) => new Date(Date.now() + offset * DAY_MS).toISOString().slice(0, 10);
 const partition = (d: string) => `usage_d${d.replaceAll('-', '')}`;
@@ -197,6 +197,40 @@ describe('retiring a day', () => {
     expect(await db.query(`SELECT account_id::text, quantity::int FROM usage_daily WHERE day = $1 ORDER BY 1`, [d])).toEqual(
       [{ account_id: active, quantity: 5 }, { account_id: suspended, quantity: 7 }].sort((x, y) => x.account_id.localeCompare(y.account_id)),
     );
+  });
+});
+
+describe('retiring a day behind a long query', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(() => db?.drop());
+
+  it('keeps the expired days for the next run, loses nothing, and retires them once the query ends', async () => {
+    const d = day(-3);
+    const account = await newAccount(db, 'behind-lock@example.com');
+    await db.query(`INSERT INTO usage (account_id, metric, quantity, occurred_at) VALUES ($1, 'api.calls', 4, $2::date + time '09:00' AT TIME ZONE 'UTC')`, [account, d]);
+    await db.query(`INSERT INTO usage_days (day, billed_at, rolled_up_at) VALUES ($1, now(), now() + interval '1 second')`, [d]);
+    const reader = newClient({ connectionString: db.url });
+    await reader.connect();
+    try {
+      await reader.query('BEGIN');
+      await reader.query('SELECT count(*) FROM usage');
+      const blocked = await runJob(db, ['data-cleanup'], { USAGE_RETENTION_DAYS: '1' });
+      expect(blocked.code).toBe(0);
+      const kept = blocked.logs.find((l) => String(l.msg).includes('expired usage day(s) kept'));
+      expect(String(kept?.msg)).toContain('the lock on usage was not granted in 5 tries');
+      expect(await partitions(db)).toContain(partition(d));
+      expect(await db.query(`SELECT count(*)::int AS n FROM usage_unbilled`)).toEqual([{ n: 0 }]);
+      await reader.query('COMMIT');
+    } finally {
+      await reader.end();
+    }
+    const after = await runJob(db, ['data-cleanup'], { USAGE_RETENTION_DAYS: '1' });
+    expect(after.code).toBe(0);
+    expect(await partitions(db)).not.toContain(partition(d));
+    expect(await partitions(db)).not.toContain(partition(day(-PARTITION_DAYS_BEHIND)));
   });
 });
 

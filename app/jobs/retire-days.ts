@@ -6,11 +6,10 @@
  * times, then left for the next run.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { LOCK_NOT_AVAILABLE } from '../db-errors.js';
 import { RETENTION, withIdentity } from '../tenancy.js';
 import type { JobContext } from './handler.js';
 
-/** lock_not_available: the lock wait ran past lock_timeout. */
-const LOCK_NOT_AVAILABLE = '55P03';
 const TRIES = 5;
 const BACKOFF_MS = 1_000;
 
@@ -34,9 +33,14 @@ export async function retireDays(ctx: JobContext<unknown>, cutoff: Date): Promis
   ));
   let retired = 0;
   const kept: string[] = [];
-  for (const { day } of rows) {
+  for (const [i, { day }] of rows.entries()) {
     ctx.signal.throwIfAborted();
     const outcome = await retireDay(ctx, day);
+    if (outcome === LOCK_NOT_GRANTED) {
+      // The next days would wait on the same lock: all are left for the next run.
+      kept.push(...rows.slice(i).map((r) => `${r.day}: kept: ${outcome}`));
+      break;
+    }
     if (outcome.startsWith('retired')) {
       retired++;
       ctx.logger.info({ day, outcome }, `usage day ${day} ${outcome}`);
@@ -52,16 +56,17 @@ export async function retireDays(ctx: JobContext<unknown>, cutoff: Date): Promis
   return { retired, kept, rowsBefore: new Date(Math.min(cutoff.getTime(), firstDay)) };
 }
 
+const LOCK_NOT_GRANTED = `the lock on usage was not granted in ${TRIES} tries (a long query on usage); the next run tries again`;
+
+/** usage_retire_day's outcome for `day`, or LOCK_NOT_GRANTED. */
 async function retireDay(ctx: JobContext<unknown>, day: string): Promise<string> {
   for (let attempt = 1; ; attempt++) {
     try {
       const { rows } = await withIdentity(ctx.pool, RETENTION, (db) => db.query<{ outcome: string }>(`SELECT usage_retire_day($1::date) AS outcome`, [day]));
       return rows[0]!.outcome;
     } catch (err) {
-      if ((err as { code?: string }).code !== LOCK_NOT_AVAILABLE || attempt >= TRIES) {
-        if ((err as { code?: string }).code === LOCK_NOT_AVAILABLE) return `kept: its partition's lock was not granted in ${TRIES} tries; the next run tries again`;
-        throw err;
-      }
+      if ((err as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw err;
+      if (attempt >= TRIES) return LOCK_NOT_GRANTED;
       await sleep(BACKOFF_MS * attempt, undefined, { signal: ctx.signal });
     }
   }
