@@ -2,8 +2,10 @@
  * billing-run through database faults that a moment cures, each made for real against a real
  * Postgres and a real job process: every connection slot taken while the run starts and runs
  * (SQLSTATE 53300), the database read-only for 5 s mid-run (25006), and the job's backends
- * terminated 5 times in a row. Each ends in exit 0, one invoice per active account, no alert:
- * such trouble draws on the time-bounded reconnect budget, never on the job's `retries` (2).
+ * terminated 5 times in a row, and Postgres crashing (an immediate shutdown, which loses the WAL
+ * not yet on disk) mid-run and just after a run succeeded. Each ends in exit 0, one invoice per
+ * active account, no alert: such trouble draws on the time-bounded reconnect budget, never on
+ * the job's `retries` (2).
  */
 import { applicationName } from '../app/db.js';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -141,6 +143,26 @@ describe('billing-run and a database that refuses connections, turns read-only, 
     // It waited the spell out for a good part of the budget before giving up (backoffs are jittered down to half).
     expect(outMs).toBeGreaterThan(budgetMs / 3);
     expect(job.logs.filter((l) => l.alert !== undefined)).toHaveLength(1);
+  });
+
+  it('Postgres crashes mid-run (WAL not yet on disk is lost): it reconnects, resumes from the checkpoint that survived, and bills every account once', { timeout: 120_000 }, async () => {
+    await own.query(`DELETE FROM invoices`);
+    await own.query(`DELETE FROM job_runs`);
+    const job = start(['billing-run'], jobEnv(own, SLOW));
+    await job.waitForLog((l) => typeof l.Processed === 'number' && l.Processed > 0, 30_000);
+    await own.crash();
+    await expectCleanEnd(own, job);
+  });
+
+  it('Postgres crashes the moment a run has reported success: after recovery every invoice and the outcome are there', { timeout: 120_000 }, async () => {
+    await own.query(`DELETE FROM invoices`);
+    await own.query(`DELETE FROM job_runs`);
+    // Batches of 20: some 70 commits of batches and checkpoints, the last ones just before the outcome.
+    const job = start(['billing-run'], jobEnv(own, { SCHEDULED_TIME: NIGHTLY_TIME, JOB_BATCH_SIZE: '20' }));
+    // The run's metrics line follows the commit of its outcome.
+    await job.waitForLog((l) => l.Succeeded === 1, 60_000);
+    await own.crash();
+    await expectCleanEnd(own, job);
   });
 
   it('its backends terminated 5 times in a row: it reconnects each time and succeeds', { timeout: 120_000 }, async () => {

@@ -40,7 +40,8 @@ export interface JobContext<C> {
    * Records `checkpoint` and the progress on the run's row; call it after each batch has
    * committed. Or, with `tx`, as the last statement of the batch's own transaction: the
    * checkpoint then commits with the batch or not at all, and the batch costs one commit
-   * instead of two (the transaction's role is reset to write the row).
+   * instead of two (the transaction's role is reset to write the row); that commit then does
+   * not wait for the disk (attempt.ts, ASYNC_BATCH_COMMIT).
    */
   saveCheckpoint(checkpoint: C, processed: number, tx?: Queryable): Promise<void>;
 }

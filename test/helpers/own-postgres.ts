@@ -4,7 +4,8 @@
  * must never be touched.
  */
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { freePort, spawnPostgresHost, type PostgresHost } from '../../app/dev/embedded-postgres.js';
@@ -18,6 +19,12 @@ export interface OwnPostgres extends Database {
   readonly url: string;
   /** Stops Postgres (a fast shutdown: sessions end with 57P01), waits `downMs`, starts it again on the same port and data. */
   restart(downMs?: number): Promise<void>;
+  /**
+   * Crashes Postgres: an immediate shutdown (SIGQUIT to the postmaster), which writes nothing
+   * more, so WAL not yet flushed is lost as in a power cut; then starts it again, which
+   * recovers from the WAL on disk.
+   */
+  crash(): Promise<void>;
   /** Stops Postgres and deletes its data. */
   destroy(): Promise<void>;
 }
@@ -41,9 +48,28 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
       await sleep(downMs);
       host = await spawnPostgresHost(options);
     },
+    async crash() {
+      const postmaster = Number(readFileSync(path.join(host.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      // The host holding Postgres (app/dev/pg-host.ts) is the postmaster's parent; it would wait for a clean stop forever.
+      const holder = Number(readFileSync(`/proc/${postmaster}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+      process.kill(postmaster, 'SIGQUIT');
+      while (alive(postmaster)) await sleep(20);
+      process.kill(holder, 'SIGKILL');
+      while (alive(holder)) await sleep(20);
+      host = await spawnPostgresHost(options);
+    },
     async destroy() {
       await host.stop();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
