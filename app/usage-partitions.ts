@@ -36,25 +36,50 @@ const REMOVE_TRIES = 12;
 
 export type MoveOutcome = 'partitioned' | 'moved' | 'deferred';
 
+/**
+ * Longest wait for another migrate that is moving usage or making its partitions. Past it
+ * (a long validation of a large table), this one goes on without: the API and the jobs work
+ * on either layout, and the other migrate, or the next one, finishes the move.
+ */
+export const MOVER_WAIT_MS = 60_000;
+const MOVER_LOCK = `hashtextextended('ecs-saas-backend:usage-partitions', 0)`;
+
 /** Moves `usage` to daily partitions if it is not yet, then makes the partitions ahead. */
-export async function partitionUsage(pool: Pool, logger: Logger, now = new Date()): Promise<MoveOutcome> {
+export async function partitionUsage(pool: Pool, logger: Logger, now = new Date(), moverWaitMs = MOVER_WAIT_MS): Promise<MoveOutcome> {
   const client = await pool.connect();
   let failure: Error | undefined;
   try {
-    // One mover at a time: replicas migrating together wait for the first.
-    await client.query(`SELECT pg_advisory_lock(hashtextextended('ecs-saas-backend:usage-partitions', 0))`);
+    // One mover at a time: replicas migrating together wait for the first, for a while.
+    if (!(await takeMoverLock(client, moverWaitMs))) {
+      logger.warn(`usage: another migrate has been moving it to daily partitions, or making its partitions, for over ${moverWaitMs} ms; this one goes on without waiting further, and the next migrate checks again`);
+      return 'deferred';
+    }
     try {
       const outcome = await moveOnce(client, logger, now);
       if (outcome !== 'deferred') await ensurePartitions(client, now);
       return outcome;
     } finally {
-      await client.query(`SELECT pg_advisory_unlock(hashtextextended('ecs-saas-backend:usage-partitions', 0))`);
+      await client.query(`SELECT pg_advisory_unlock(${MOVER_LOCK})`);
     }
   } catch (err) {
     failure = err as Error;
     throw err;
   } finally {
     client.release(failure);
+  }
+}
+
+/** Waits at most `waitMs` for the movers' advisory lock (lock_timeout bounds an advisory lock's wait too). */
+async function takeMoverLock(client: PoolClient, waitMs: number): Promise<boolean> {
+  await client.query(`SET lock_timeout = ${Math.max(1, Math.round(waitMs))}`);
+  try {
+    await client.query(`SELECT pg_advisory_lock(${MOVER_LOCK})`);
+    return true;
+  } catch (err) {
+    if ((err as { code?: string }).code === LOCK_NOT_AVAILABLE) return false;
+    throw err;
+  } finally {
+    await client.query(`RESET lock_timeout`);
   }
 }
 

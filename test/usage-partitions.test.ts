@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { APPLICATION_NAME_PREFIX } from '../app/db.js';
 import { createLogger } from '../app/logger.js';
 import { migrate } from '../app/migrate.js';
-import { PARTITION_DAYS_AHEAD, PARTITION_DAYS_BEHIND } from '../app/usage-partitions.js';
+import { PARTITION_DAYS_AHEAD, PARTITION_DAYS_BEHIND, partitionUsage } from '../app/usage-partitions.js';
 import { DAY_MS } from '../lib/time-zones.js';
 import { randomAdminKey } from './helpers/admin-key.js';
 import { startApi } from './helpers/api.js';
@@ -272,6 +272,38 @@ describe('a move whose lock is not granted', () => {
     } finally {
       await older.end().catch(() => undefined);
       await reader.end();
+      await pool.end();
+    }
+  });
+});
+
+describe('two migrates at once', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(() => db?.drop());
+
+  it('the second waits for the first a bounded time, then goes on without it and says so', async () => {
+    const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+    const first = newClient({ connectionString: db.url });
+    await first.connect();
+    try {
+      // The first migrate holds the movers' lock (a long validation, say).
+      await first.query(`SELECT pg_advisory_lock(hashtextextended('ecs-saas-backend:usage-partitions', 0))`);
+      const warnings: string[] = [];
+      const logger = createLogger('warn');
+      logger.warn = ((msg: unknown) => void warnings.push(String(msg))) as typeof logger.warn;
+      const t0 = performance.now();
+      expect(await partitionUsage(pool, logger, new Date(), 300)).toBe('deferred');
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(250);
+      expect(warnings).toEqual([expect.stringContaining('another migrate has been moving it to daily partitions, or making its partitions, for over 300 ms')]);
+      // Its connection went back to the pool with no lock timeout left on it.
+      expect(await pool.query(`SHOW lock_timeout`).then((r) => r.rows[0].lock_timeout)).toBe('0');
+      await first.query(`SELECT pg_advisory_unlock(hashtextextended('ecs-saas-backend:usage-partitions', 0))`);
+      expect(await partitionUsage(pool, createLogger('silent'), new Date(), 300)).toBe('partitioned');
+    } finally {
+      await first.end();
       await pool.end();
     }
   });
