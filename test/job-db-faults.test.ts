@@ -148,10 +148,20 @@ describe('billing-run and a database that refuses connections, turns read-only, 
   it('Postgres crashes mid-run (WAL not yet on disk is lost): it reconnects, resumes from the checkpoint that survived, and bills every account once', { timeout: 120_000 }, async () => {
     await own.query(`DELETE FROM invoices`);
     await own.query(`DELETE FROM job_runs`);
+    // A session of the test locks the accounts after the first few batches, so the crash finds
+    // the run at work however fast it commits; the crash ends that session too.
+    const holder = new pg.Client({ connectionString: own.url });
+    holder.on('error', () => {});
+    await holder.connect();
+    await holder.query('BEGIN');
+    await holder.query(`SELECT 1 FROM accounts WHERE id > (SELECT min(id) + 50 FROM accounts) FOR UPDATE`);
     const job = start(['billing-run'], jobEnv(own, SLOW));
     await job.waitForLog((l) => typeof l.Processed === 'number' && l.Processed > 0, 30_000);
     await own.crash();
+    await holder.end().catch(() => undefined);
     await expectCleanEnd(own, job);
+    // The crash met the run at work: it reconnected and resumed.
+    expect(job.logs.some((l) => /^reconnecting to the database in \d+ ms/.test(l.msg)), job.stdout().slice(-3_000)).toBe(true);
   });
 
   it('Postgres crashes the moment a run has reported success: after recovery every invoice and the outcome are there', { timeout: 120_000 }, async () => {

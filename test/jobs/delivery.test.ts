@@ -107,10 +107,21 @@ describe('overlap with a run of another scheduled time', () => {
   });
 
   it('"wait" (billing-run) starts once the previous run is over, and both succeed', async () => {
-    const slow = startJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], { JOB_BATCH_SIZE: '10' });
-    await slow.waitForLog((l) => l.msg.includes('attempt 1 started'));
-    const next = startJob(db, ['billing-run', '--scheduled-time', '2025-03-11T00:15:00Z']);
-    await next.waitForLog((l) => l.msg.startsWith('waiting: run #'));
+    // A transaction of the test locks the accounts after the first batch, so the first run
+    // waits there until the second is waiting for it, however fast the machine commits.
+    const { slow, next } = await db.withClient(async (holder) => {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM accounts WHERE id > (SELECT min(id) + 10 FROM accounts) FOR UPDATE`);
+      try {
+        const slow = startJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], { JOB_BATCH_SIZE: '10' });
+        await slow.waitForLog((l) => l.msg.includes('attempt 1 started'));
+        const next = startJob(db, ['billing-run', '--scheduled-time', '2025-03-11T00:15:00Z']);
+        await next.waitForLog((l) => l.msg.startsWith('waiting: run #'));
+        return { slow, next };
+      } finally {
+        await holder.query('COMMIT');
+      }
+    });
     expect((await slow.exited).code).toBe(0);
     expect((await next.exited).code).toBe(0);
     const [first, second] = await jobRuns(db, 'billing-run');
