@@ -42,7 +42,8 @@ export type MoveOutcome = 'partitioned' | 'moved' | 'deferred';
  * on either layout, and the other migrate, or the next one, finishes the move.
  */
 export const MOVER_WAIT_MS = 60_000;
-const MOVER_LOCK = `hashtextextended('ecs-saas-backend:usage-partitions', 0)`;
+/** The movers' advisory lock, as SQL. */
+export const MOVER_LOCK = `hashtextextended('ecs-saas-backend:usage-partitions', 0)`;
 
 /** Moves `usage` to daily partitions if it is not yet, then makes the partitions ahead. */
 export async function partitionUsage(pool: Pool, logger: Logger, now = new Date(), moverWaitMs = MOVER_WAIT_MS): Promise<MoveOutcome> {
@@ -282,6 +283,6 @@ async function rebuildSummary(client: PoolClient): Promise<void> {
 }
 
 /** The UTC day `offset` days from `now`, as YYYY-MM-DD. */
-function utcDay(now: Date, offset: number): string {
+export function utcDay(now: Date, offset: number): string {
   return new Date(now.getTime() + offset * DAY_MS).toISOString().slice(0, 10);
 }

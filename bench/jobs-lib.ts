@@ -6,10 +6,10 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import type pg from 'pg';
 import { seedDemoData } from '../app/seed.js';
-import { DAY_MS } from '../lib/time-zones.js';
+import { utcDay as dayFrom } from '../app/usage-partitions.js';
 import { fmt } from './lib.js';
 
-const utcDay = (offset: number) => new Date(Math.floor(Date.now() / DAY_MS) * DAY_MS + offset * DAY_MS).toISOString().slice(0, 10);
+const utcDay = (offset: number) => dayFrom(new Date(), offset);
 /**
  * The seed's "now", two UTC days ago at noon: the billed day, the day before, is then one of
  * the days the migrations make a partition for (app/usage-partitions.ts), as yesterday's

@@ -9,15 +9,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { APPLICATION_NAME_PREFIX } from '../app/db.js';
 import { createLogger } from '../app/logger.js';
 import { migrate } from '../app/migrate.js';
-import { PARTITION_DAYS_AHEAD, PARTITION_DAYS_BEHIND, partitionUsage } from '../app/usage-partitions.js';
-import { DAY_MS } from '../lib/time-zones.js';
+import { MOVER_LOCK, PARTITION_DAYS_AHEAD, PARTITION_DAYS_BEHIND, partitionUsage, utcDay } from '../app/usage-partitions.js';
 import { randomAdminKey } from './helpers/admin-key.js';
 import { startApi } from './helpers/api.js';
 import { createTestDatabase, newClient, type TestDatabase } from './helpers/db.js';
 import { runJob } from './helpers/jobs.js';
 
 const ADMIN_KEY = randomAdminKey();
-const day = (offset: number) => new Date(Date.now() + offset * DAY_MS).toISOString().slice(0, 10);
+const day = (offset: number) => utcDay(new Date(), offset);
 const partition = (d: string) => `usage_d${d.replaceAll('-', '')}`;
 
 async function partitions(db: TestDatabase, parent = 'usage'): Promise<string[]> {
@@ -290,7 +289,7 @@ describe('two migrates at once', () => {
     await first.connect();
     try {
       // The first migrate holds the movers' lock (a long validation, say).
-      await first.query(`SELECT pg_advisory_lock(hashtextextended('ecs-saas-backend:usage-partitions', 0))`);
+      await first.query(`SELECT pg_advisory_lock(${MOVER_LOCK})`);
       const warnings: string[] = [];
       const logger = createLogger('warn');
       logger.warn = ((msg: unknown) => void warnings.push(String(msg))) as typeof logger.warn;
@@ -300,7 +299,7 @@ describe('two migrates at once', () => {
       expect(warnings).toEqual([expect.stringContaining('another migrate has been moving it to daily partitions, or making its partitions, for over 300 ms')]);
       // Its connection went back to the pool with no lock timeout left on it.
       expect(await pool.query(`SHOW lock_timeout`).then((r) => r.rows[0].lock_timeout)).toBe('0');
-      await first.query(`SELECT pg_advisory_unlock(hashtextextended('ecs-saas-backend:usage-partitions', 0))`);
+      await first.query(`SELECT pg_advisory_unlock(${MOVER_LOCK})`);
       expect(await partitionUsage(pool, createLogger('silent'), new Date(), 300)).toBe('partitioned');
     } finally {
       await first.end();
