@@ -84,11 +84,17 @@ async function takeMoverLock(client: PoolClient, waitMs: number): Promise<boolea
   }
 }
 
-/** Makes the partitions from PARTITION_DAYS_BEHIND days ago to PARTITION_DAYS_AHEAD days ahead. */
-export async function ensurePartitions(db: Pick<PoolClient, 'query'>, now = new Date()): Promise<number> {
+/**
+ * Makes the partitions from PARTITION_DAYS_BEHIND days ago to PARTITION_DAYS_AHEAD days ahead,
+ * none for a day before `notBefore` (data-cleanup's retention cutoff: a day it would make there
+ * it would retire in the same run, an exclusive lock on usage each time for nothing).
+ */
+export async function ensurePartitions(db: Pick<PoolClient, 'query'>, now = new Date(), notBefore?: Date): Promise<number> {
+  const behind = utcDay(now, -PARTITION_DAYS_BEHIND);
+  const first = notBefore === undefined ? behind : [behind, utcDay(notBefore, 0)].sort().at(-1)!;
   const { rows } = await db.query<{ made: number }>(
     `SELECT usage_ensure_partitions($1::date, $2::date) AS made`,
-    [utcDay(now, -PARTITION_DAYS_BEHIND), utcDay(now, PARTITION_DAYS_AHEAD)],
+    [first, utcDay(now, PARTITION_DAYS_AHEAD)],
   );
   return rows[0]!.made;
 }

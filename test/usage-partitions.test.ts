@@ -185,6 +185,10 @@ describe('retiring a day', () => {
     const second = await cleanup();
     expect(second.code).toBe(0);
     expect(await partitions(db)).not.toContain(partition(d));
+    // The expired empty days the first run retired are not made again to be retired again.
+    const retired = (run: typeof second) => run.logs.map((l) => /^usage day (\S+) retired/.exec(String(l.msg))?.[1]).filter(Boolean);
+    expect(retired(first)).toContain(day(-PARTITION_DAYS_BEHIND));
+    expect(retired(second)).toEqual([d]);
     // The empty expired days made ahead of time go too; today's and the days ahead stay.
     expect(await partitions(db)).not.toContain(partition(day(-PARTITION_DAYS_BEHIND)));
     expect(await partitions(db)).toContain(partition(day(0)));
