@@ -11,8 +11,7 @@
  * Batches run as the billing role (app/tenancy.ts), the one role that may write invoices. An account whose day cannot be
  * billed (its amount past bigint) is skipped and reported; everyone else is billed.
  */
-import type { Pool } from 'pg';
-import { billAccounts, dayPeriod, type BillBatch, type BillingPeriod } from '../billing.js';
+import { billAccounts, dayPeriod, type BillBatch } from '../billing.js';
 import { defineJob, previousUtcDay } from './handler.js';
 import { reportSkipped, runIsolated, type SkippedAccount } from './per-account.js';
 import { BILLING, withIdentity } from '../tenancy.js';
@@ -38,22 +37,17 @@ export const billingRun = defineJob<BillingCheckpoint>({
   async run(ctx) {
     const period = billingPeriodFor(ctx.scheduledTime);
     const limit = ctx.config.JOB_BATCH_SIZE;
-    // The count is for progress alone: it runs on a connection of its own beside the first
-    // batch, which needs its figure only when it saves its checkpoint.
-    const count = countAccounts(ctx.pool, period, ctx.checkpoint?.afterAccountId ?? '0');
-    count.catch(() => {}); // awaited by the first batch, where a failure surfaces
-    let processed = 0;
-    let counted = false;
-    // Reported from the attempt's own steps, never from a count that outlives its attempt.
-    const counting = async () => {
-      if (counted) return;
-      const { total, done } = await count;
-      counted = true;
-      processed = done;
-      ctx.progress(processed, total);
-    };
+    const { rows } = await withIdentity(ctx.pool, BILLING, (db) =>
+      db.query<{ total: number; done: number }>(
+        `SELECT count(*)::int AS total, count(*) FILTER (WHERE id <= $2::bigint)::int AS done
+         FROM accounts WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC'`,
+        [period.end, ctx.checkpoint?.afterAccountId ?? '0'],
+      ),
+    );
     let { afterAccountId, inserted } = ctx.checkpoint ?? { afterAccountId: '0', inserted: 0 };
     const skipped: SkippedAccount[] = [...(ctx.checkpoint?.skipped ?? [])];
+    let processed = rows[0]!.done;
+    ctx.progress(processed, rows[0]!.total);
 
     for (;;) {
       ctx.signal.throwIfAborted();
@@ -67,7 +61,6 @@ export const billingRun = defineJob<BillingCheckpoint>({
           as: BILLING,
           all: async (db) => {
             const b = await billAccounts(db, period, { afterAccountId: after, limit });
-            await counting();
             if (b.lastAccountId !== null) {
               await ctx.saveCheckpoint({ afterAccountId: b.lastAccountId, inserted: inserted + b.inserted, skipped }, processed + b.accounts, db);
               saved = true;
@@ -92,7 +85,6 @@ export const billingRun = defineJob<BillingCheckpoint>({
         skipped,
         ctx.logger,
       );
-      await counting();
       if (batch.lastAccountId === null) break;
       afterAccountId = batch.lastAccountId;
       processed += batch.accounts;
@@ -106,15 +98,3 @@ export const billingRun = defineJob<BillingCheckpoint>({
     return { period: period.start, accounts: processed, invoicesInserted: inserted, skippedAccounts: skipped.map((s) => s.accountId) };
   },
 });
-
-/** Active accounts billed for `period`: all of them, and those up to `afterAccountId` (already done). */
-async function countAccounts(pool: Pool, period: BillingPeriod, afterAccountId: string): Promise<{ total: number; done: number }> {
-  const { rows } = await withIdentity(pool, BILLING, (db) =>
-    db.query<{ total: number; done: number }>(
-      `SELECT count(*)::int AS total, count(*) FILTER (WHERE id <= $2::bigint)::int AS done
-       FROM accounts WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC'`,
-      [period.end, afterAccountId],
-    ),
-  );
-  return rows[0]!;
-}
