@@ -33,6 +33,16 @@ interface SizeResult {
   statementMs: number;
   billingMs: number;
   cleanupMs: number;
+  /** What data-cleanup's run dropped: the day's partition, and its month's keys on a month's last day. */
+  freedMb: number;
+}
+
+/** The size of every partition of usage and usage_keys, in MB. */
+async function partitionsMb(db: pg.Pool): Promise<number> {
+  const { rows } = await db.query<{ mb: number }>(
+    `SELECT coalesce(sum(pg_total_relation_size(inhrelid)), 0)::float8 / 1048576 AS mb FROM pg_inherits WHERE inhparent IN ('usage'::regclass, 'usage_keys'::regclass)`,
+  );
+  return rows[0]!.mb;
 }
 
 async function measure(db: pg.Pool, url: string, accounts: number): Promise<SizeResult> {
@@ -56,19 +66,21 @@ async function measure(db: pg.Pool, url: string, accounts: number): Promise<Size
   const rollup = await runMain(['report-aggregation', '--scheduled-time', SCHEDULED], env);
   if (rollup.code !== 0) throw new Error(`report-aggregation exited ${rollup.code}`);
   await db.query('VACUUM ANALYZE');
+  const before = await partitionsMb(db);
   const cleanup = await runMain(['data-cleanup', '--scheduled-time', CLEANUP_AT], { ...env, USAGE_RETENTION_DAYS: '1' });
   const end = cleanup.lines.find((l) => l.Succeeded === 1);
   if (cleanup.code !== 0 || !end) throw new Error(`data-cleanup exited ${cleanup.code}`);
+  const freedMb = before - (await partitionsMb(db));
   const { rows } = await db.query<{ n: string }>(`SELECT count(*)::text AS n FROM usage`);
   const retired = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM usage_days WHERE day = $1 AND retired_at IS NOT NULL`, [DAY])).rows[0]!.n;
   if (retired !== 1) throw new Error(`data-cleanup did not retire ${DAY}`);
-  out(`  data-cleanup ${fmt(end.Duration as number, 0)} ms: ${DAY} retired (usage rows left: ${rows[0]!.n})`);
+  out(`  data-cleanup ${fmt(end.Duration as number, 0)} ms: ${DAY} retired, ${fmt(freedMb, 0)} MB of partitions dropped (usage rows left: ${rows[0]!.n})`);
   // The next size seeds only the missing rows, the retired day's included: its partition is
   // made again, and its keys (kept until their month is retired) are forgotten.
   await db.query(`DELETE FROM job_runs`);
   await db.query(`DELETE FROM usage_keys WHERE occurred_at >= $1::date AND occurred_at < $1::date + 1`, [DAY]);
   await db.query(`SELECT usage_ensure_partitions($1::date, $1::date)`, [DAY]);
-  return { accounts, statementMs: median(statementMs), billingMs: median(billingMs), cleanupMs: end.Duration as number };
+  return { accounts, statementMs: median(statementMs), billingMs: median(billingMs), cleanupMs: end.Duration as number, freedMb };
 }
 
 async function main(): Promise<void> {
@@ -93,6 +105,7 @@ async function main(): Promise<void> {
       line('one INSERT ... SELECT', first!.statementMs, r.statementMs, undefined);
       line('billing-run', first!.billingMs, r.billingMs, target);
       line('data-cleanup', first!.cleanupMs, r.cleanupMs, CLEANUP_TARGET);
+      out(`  ${''.padEnd(22)} dropping ${fmt(first!.freedMb, 0)} -> ${fmt(r.freedMb, 0)} MB of partitions`);
     }
     out(`load average at the end: ${os.loadavg().map((l) => fmt(l)).join(' ')}`);
   } finally {
