@@ -91,7 +91,9 @@ async function takeMoverLock(client: PoolClient, waitMs: number): Promise<boolea
  */
 export async function ensurePartitions(db: Pick<PoolClient, 'query'>, now = new Date(), notBefore?: Date): Promise<number> {
   const behind = utcDay(now, -PARTITION_DAYS_BEHIND);
-  const first = notBefore === undefined ? behind : [behind, utcDay(notBefore, 0)].sort().at(-1)!;
+  const cutoff = notBefore === undefined ? behind : utcDay(notBefore, 0);
+  // ISO dates compare as strings.
+  const first = cutoff > behind ? cutoff : behind;
   const { rows } = await db.query<{ made: number }>(
     `SELECT usage_ensure_partitions($1::date, $2::date) AS made`,
     [first, utcDay(now, PARTITION_DAYS_AHEAD)],
