@@ -65,6 +65,9 @@ export async function billAccounts(
   // (docs/performance.md#where-billing-runs-time-went). One account's invoice (the API's) is
   // planned as before.
   const named = (name: string, text: string, values: unknown[]) => (one ? { text, values } : { name, text, values });
+  // The lock and the sum are two statements, on purpose: under READ COMMITTED a statement reads
+  // with the snapshot it took when it began, so a sum in the lock's own statement (one CTE) would
+  // miss a report that committed while the lock waited for it (test/billing-race.test.ts).
   // The day's bounds are UTC midnights: a bare `$1::date` compared with a timestamptz would
   // be midnight in the session's TimeZone, which is not UTC on every server.
   const { rows: locked } = await db.query<{ id: string }>(
