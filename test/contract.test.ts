@@ -5,11 +5,12 @@
  * the case must land where it is listed. The date patterns are checked against the calendar.
  */
 import type { AddressInfo } from 'node:net';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApi } from '../app/api.js';
 import { ACCOUNT_STATUSES } from '../app/api/accounts.js';
 import { DATE_TIME_PATTERN, DAY_PATTERN } from '../app/api/dates.js';
-import { MIN_YEAR } from '../app/instants.js';
+import { MAX_OFFSET_MINUTES, MIN_YEAR } from '../app/instants.js';
 import { openApiDocument } from '../app/api/openapi.js';
 import { loadConfig } from '../app/config.js';
 import { createPool, type Pool } from '../app/db.js';
@@ -46,6 +47,26 @@ describe('the date patterns', () => {
     for (const ok of ['12:00:00Z', '12:00:00+18:00', '12:00:00-18:00', '12:00:00+17:59', '12:00:00.1234567Z', '23:59:59-00:00']) expect(at(ok), ok).toBe(true);
     for (const no of ['12:00:00+18:01', '12:00:00-23:59', '12:00:00+1800', '12:00:00', '23:59:60Z', '24:00:00Z', '12:00:00z', '12:00:00.Z', '12:00Z']) expect(at(no), no).toBe(false);
     expect(DATE_TIME_PATTERN.test('2026-06-01t12:00:00Z')).toBe(false);
+  });
+
+  it('take a date-time around 1970 exactly when its instant, once the offset is applied, is 1970 or later', () => {
+    const two = (n: number) => String(n).padStart(2, '0');
+    const near = fc.record({
+      day: fc.constantFrom(['1969-12-31', Date.UTC(1969, 11, 31)], ['1970-01-01', 0], ['1970-01-02', Date.UTC(1970, 0, 2)]),
+      h: fc.integer({ min: 0, max: 23 }), m: fc.integer({ min: 0, max: 59 }), s: fc.integer({ min: 0, max: 59 }),
+      fraction: fc.constantFrom('', '.0', '.999', '.000000001'),
+      east: fc.boolean(), oh: fc.integer({ min: 0, max: 19 }), om: fc.integer({ min: 0, max: 59 }),
+    });
+    fc.assert(fc.property(near, ({ day: [day, midnight], h, m, s, fraction, east, oh, om }) => {
+      const text = `${day}T${two(h)}:${two(m)}:${two(s)}${fraction}${east ? '+' : '-'}${two(oh)}:${two(om)}`;
+      const offset = oh * 60 + om;
+      const utc = midnight + ((h * 60 + m - (east ? offset : -offset)) * 60 + s) * 1_000;
+      const taken = offset <= MAX_OFFSET_MINUTES && !day.startsWith('1969') && utc >= 0;
+      expect(DATE_TIME_PATTERN.test(text), text).toBe(taken);
+    }), { numRuns: Number(process.env.FC_NUM_RUNS ?? 2_000) });
+    for (const [text, taken] of [['1970-01-01T00:00:00+01:00', false], ['1970-01-01T00:59:59.999+01:00', false], ['1970-01-01T01:00:00+01:00', true], ['1970-01-01T05:29:59+05:30', false], ['1970-01-01T05:30:00+05:30', true], ['1970-01-01T10:09:59+10:10', false], ['1970-01-01T10:10:00+10:10', true], ['1970-01-01T17:59:59.9+18:00', false], ['1970-01-01T00:00:00-00:00', true]] as const) {
+      expect(DATE_TIME_PATTERN.test(text), text).toBe(taken);
+    }
   });
 });
 
@@ -86,7 +107,8 @@ describe('the document and the server at the edges', () => {
     ['offset +23:59', 'POST', '/accounts/{id}/usage', '', usage('2026-06-01T00:00:00+23:59'), false],
     ['offset +18:00', 'POST', '/accounts/{id}/usage', '', usage('2026-06-01T00:00:00+18:00'), true],
     ['1969 in the query', 'GET', '/accounts/{id}/usage', `from=${encodeURIComponent('1969-12-31T23:59:59Z')}`, undefined, false],
-    ['1970 in +18:00', 'GET', '/accounts/{id}/usage', `from=${encodeURIComponent('1970-01-01T00:00:00+18:00')}`, undefined, true],
+    ['1970 in +18:00, which is 1969 in UTC', 'GET', '/accounts/{id}/usage', `from=${encodeURIComponent('1970-01-01T00:00:00+18:00')}`, undefined, false],
+    ['the epoch in +18:00', 'GET', '/accounts/{id}/usage', `from=${encodeURIComponent('1970-01-01T18:00:00+18:00')}`, undefined, true],
     ['seven fractional digits', 'POST', '/accounts/{id}/usage', '', usage('2026-03-01T23:59:59.9999995Z'), true],
     ['periodStart 2026-02-30', 'POST', '/accounts/{id}/invoices', '', JSON.stringify({ periodStart: '2026-02-30' }), false],
     ['periodStart 2024-02-29', 'POST', '/accounts/{id}/invoices', '', JSON.stringify({ periodStart: '2024-02-29' }), true],

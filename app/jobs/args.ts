@@ -2,15 +2,15 @@
  * A job's command line: its flags and its scheduled time (SCHEDULED_TIME, --scheduled-time, or
  * now), each refused with exit 2 and a message naming what is wrong and what is accepted.
  * A run has one meaning: a flag given twice, or SCHEDULED_TIME and --scheduled-time naming
- * different instants, is refused rather than one of them picked. The times accepted are the
- * API's (app/instants.ts).
+ * different instants, is refused rather than one of them picked. The times accepted are
+ * exactly the API's (app/instants.ts): a date-time the API takes, or a day it takes.
  *
  * Plain code on purpose: the entry checks them, and a future time, before it loads the
  * configuration, the logger or the job machinery, so a mistake costs no start-up and leaves
  * stdout empty.
  */
 import { UsageError } from '../errors.js';
-import { MIN_YEAR, OFFSET_RULE, offsetInUse } from '../instants.js';
+import { DATE_TIME_PATTERN, DAY_PATTERN, instantMs, MIN_YEAR, OFFSET_RULE, offsetInUse } from '../instants.js';
 
 export const JOB_FLAGS = ['--scheduled-time <ISO-8601>', '--force'] as const;
 
@@ -21,6 +21,8 @@ export interface JobArgs {
   readonly force: boolean;
 }
 
+// Loose on purpose: it reads what a person may type, to say what is wrong with it. What is
+// taken is only what the API takes (DAY_PATTERN, DATE_TIME_PATTERN).
 const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
 
 type Reading = { readonly time: Date; readonly problem?: undefined } | { readonly time?: undefined; readonly problem: string };
@@ -28,28 +30,35 @@ type Reading = { readonly time: Date; readonly problem?: undefined } | { readonl
 const NOT_REAL = 'is not a real calendar date and time';
 
 /**
- * Reads an ISO-8601 time: `2025-01-02T00:15:00Z`, with a UTC offset in use, or a bare date
- * (`2025-01-02`, midnight UTC), in 1970 or later as written. A time without an offset is refused:
- * it would mean a different run on every machine. The problem is in words for the user.
+ * Reads a scheduled time: a date-time as the API takes it (`2025-01-02T00:15:00Z`, or with
+ * its offset), or a day as the API takes it (`2025-01-02`, midnight UTC). Anything else is
+ * refused, with the problem in words for the user.
  */
 function readIsoTime(text: string): Reading {
-  const m = ISO_TIME.exec(text.trim());
-  if (!m) return { problem: 'is not an ISO-8601 time' };
+  if (DAY_PATTERN.test(text)) return { time: new Date(`${text}T00:00:00Z`) };
+  if (DATE_TIME_PATTERN.test(text)) return { time: new Date(instantMs(text)) };
+  return { problem: problemWith(text) };
+}
+
+/** What keeps `text` from being a time the API takes, most specific first. */
+function problemWith(text: string): string {
+  const m = ISO_TIME.exec(text);
+  if (!m) return 'is not an ISO-8601 time';
   const [, y, mo, d, h, mi, s, frac, zone] = m;
   if (h !== undefined && zone === undefined) {
-    return { problem: 'has no UTC offset: add Z for UTC or the offset it was written in (+01:00); without one it would mean a different run on every machine' };
+    return 'has no UTC offset: add Z for UTC or the offset it was written in (+01:00); without one it would mean a different run on every machine';
   }
   // Before Date.UTC, which reads the years 0-99 as 1900-1999.
-  if (Number(y) < MIN_YEAR) return { problem: `is before the year ${MIN_YEAR}` };
+  if (Number(y) < MIN_YEAR) return `is before the year ${MIN_YEAR}`;
   const [year, month, day, hour, minute, second] = [y, mo, d, h ?? '0', mi ?? '0', s ?? '0'].map(Number) as [number, number, number, number, number, number];
   const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return { problem: NOT_REAL };
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return NOT_REAL;
   const offsetMin = zone === undefined ? 0 : offsetMinutes(zone);
-  if (offsetMin === undefined) return { problem: NOT_REAL };
-  if (!offsetInUse(offsetMin)) return { problem: `has the UTC offset ${zone}: it must have ${OFFSET_RULE}` };
-  const ms = Math.floor(Number(`0.${frac ?? '0'}`) * 1_000);
-  const time = new Date(Date.UTC(year, month - 1, day, hour, minute, second, ms) - offsetMin * 60_000);
-  return { time };
+  if (offsetMin === undefined) return NOT_REAL;
+  if (!offsetInUse(offsetMin)) return `has the UTC offset ${zone}: it must have ${OFFSET_RULE}`;
+  const ms = Date.UTC(year, month - 1, day, hour, minute, second, Math.floor(Number(`0.${frac ?? '0'}`) * 1_000)) - offsetMin * 60_000;
+  if (ms < 0) return `is ${new Date(ms).toISOString()} in UTC, before the year ${MIN_YEAR}`;
+  return 'is not written the way the API writes times: YYYY-MM-DDThh:mm:ss, a fraction if any, then Z or ±hh:mm (upper-case T and Z)';
 }
 
 /** The minutes of `Z`, `+01:00`, `-0500` or `+01`; undefined for a minute past 59. */

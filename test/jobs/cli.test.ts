@@ -1,7 +1,9 @@
 /** The job command line: the run key's time, the flags, and bad input (exit 2, a clear message, nothing done). */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { JOBS } from '../../lib/jobs.js';
 import { parseIsoTime, parseJobArgs } from '../../app/jobs/args.js';
+import { DATE_TIME_PATTERN, DAY_PATTERN, instantMs } from '../../app/instants.js';
 import { EXIT, UsageError } from '../../app/errors.js';
 import { run, start } from '../helpers/process.js';
 
@@ -9,16 +11,32 @@ import { run, start } from '../helpers/process.js';
 const NO_DB = { DATABASE_URL: 'postgres://u:p@127.0.0.1:1/none' };
 
 describe('the scheduled time', () => {
-  it('reads ISO-8601 times with an offset, and bare dates as midnight UTC', () => {
+  it("reads the API's date-times, with an offset, and its days as midnight UTC", () => {
     expect(parseIsoTime('2025-01-02T00:15:00Z')?.toISOString()).toBe('2025-01-02T00:15:00.000Z');
     expect(parseIsoTime('2025-01-02T00:15:00.123456Z')?.toISOString()).toBe('2025-01-02T00:15:00.123Z');
-    expect(parseIsoTime('2025-01-02T01:15+01:00')?.toISOString()).toBe('2025-01-02T00:15:00.000Z');
-    expect(parseIsoTime('2025-01-01T19:15:00-0500')?.toISOString()).toBe('2025-01-02T00:15:00.000Z');
+    expect(parseIsoTime('2025-01-02T01:15:00+01:00')?.toISOString()).toBe('2025-01-02T00:15:00.000Z');
+    expect(parseIsoTime('2025-01-01T19:15:00-05:00')?.toISOString()).toBe('2025-01-02T00:15:00.000Z');
     expect(parseIsoTime('2025-01-02')?.toISOString()).toBe('2025-01-02T00:00:00.000Z');
   });
 
+  it('takes a text exactly when the API takes it as a date-time or a day', () => {
+    const texts = fc.oneof(
+      fc.tuple(
+        fc.constantFrom('1969-12-31', '1970-01-01', '2025-01-02', '2024-02-29', '2025-02-29', '2025-13-01'),
+        fc.constantFrom('T', 't', ' ', ''),
+        fc.constantFrom('00:15:00', '00:15', '23:59:59.9999', '24:00:00', '12:60:00'),
+        fc.constantFrom('Z', 'z', '', '+01:00', '-0500', '+01', '+18:00', '-18:01', '+23:59'),
+      ).map(([day, t, time, zone]) => (t === '' ? day : `${day}${t}${time}${zone}`)),
+      fc.string({ maxLength: 30 }),
+    );
+    fc.assert(fc.property(texts, (text) => {
+      const api = DAY_PATTERN.test(text) ? Date.parse(`${text}T00:00:00Z`) : DATE_TIME_PATTERN.test(text) ? instantMs(text) : undefined;
+      expect(parseIsoTime(text)?.getTime(), text).toBe(api);
+    }), { numRuns: Number(process.env.FC_NUM_RUNS ?? 500) });
+  });
+
   it('refuses what is not a real UTC-anchored time', () => {
-    for (const bad of ['yesterday', '2025-01-02T00:15:00', '2025-02-30', '2025-13-01', '2025-01-02T24:00Z', '2025-01-02T00:61Z', '1735776900', '']) {
+    for (const bad of ['yesterday', '2025-01-02T00:15:00', '2025-02-30', '2025-13-01', '2025-01-02T24:00:00Z', '2025-01-02T00:61:00Z', '1735776900', '']) {
       expect(parseIsoTime(bad), bad).toBeUndefined();
     }
   });
@@ -30,7 +48,7 @@ describe('the scheduled time', () => {
       scheduledTimeSource: 'SCHEDULED_TIME',
       force: false,
     });
-    expect(parseJobArgs('billing-run', ['--scheduled-time=2025-01-01T00:00Z', '--force'], {}, now)).toEqual({
+    expect(parseJobArgs('billing-run', ['--scheduled-time=2025-01-01T00:00:00Z', '--force'], {}, now)).toEqual({
       scheduledTime: new Date('2025-01-01T00:00:00Z'),
       scheduledTimeSource: '--scheduled-time',
       force: true,
@@ -77,12 +95,12 @@ describe('bad input', () => {
     expect(parseIsoTime(time)).toBeUndefined();
   });
 
-  it('takes and refuses the times the API does: offsets to ±18:00, years from 1970 as written', () => {
+  it('takes and refuses the times the API does: offsets to ±18:00, instants from 1970 on in UTC', () => {
     expect(parseIsoTime('2025-01-02T18:00:00+18:00')?.toISOString()).toBe('2025-01-02T00:00:00.000Z');
     expect(parseIsoTime('2025-01-01T06:00:00-18:00')?.toISOString()).toBe('2025-01-02T00:00:00.000Z');
     expect(parseIsoTime('1970-01-01T00:00:00Z')?.toISOString()).toBe('1970-01-01T00:00:00.000Z');
-    expect(parseIsoTime('1970-01-01T00:00:00+01:00')?.toISOString()).toBe('1969-12-31T23:00:00.000Z');
-    for (const bad of ['2025-01-02T00:00:00+18:01', '2025-01-02T00:00:00+23:59', '2025-01-02T00:00:00-1900', '1969-12-31T23:00:00-02:00']) {
+    expect(parseIsoTime('1970-01-01T01:00:00+01:00')?.toISOString()).toBe('1970-01-01T00:00:00.000Z');
+    for (const bad of ['2025-01-02T00:00:00+18:01', '2025-01-02T00:00:00+23:59', '2025-01-02T00:00:00-19:00', '1969-12-31T23:00:00-02:00', '1970-01-01T00:00:00+01:00']) {
       expect(parseIsoTime(bad), bad).toBeUndefined();
     }
   });
@@ -90,6 +108,8 @@ describe('bad input', () => {
   it.each([
     ['2025-01-02T00:00:00+23:59', 'has the UTC offset +23:59: it must have a UTC offset between -18:00 and +18:00'],
     ['1969-12-31T23:00:00-02:00', 'is before the year 1970'],
+    ['1970-01-01T00:00:00+01:00', 'is 1969-12-31T23:00:00.000Z in UTC, before the year 1970'],
+    ['2025-01-02T01:15+01:00', 'is not written the way the API writes times: YYYY-MM-DDThh:mm:ss, a fraction if any, then Z or ±hh:mm (upper-case T and Z)'],
   ])('%s exits 2 with the API\'s rule', async (time, problem) => {
     const r = await run(['billing-run', '--scheduled-time', time], NO_DB);
     expect(r.code).toBe(2);
