@@ -51,7 +51,7 @@ function beforeTheEpoch(): string {
   const alternatives: string[] = [];
   let group = 0;
   for (let d = 1; d <= 9; d++) {
-    // The higher digit as a class: `\\1[3]`, since `\\13` would refer to group 13.
+    // The higher digit as a class: `\1[3]` in the expression, since `\13` would refer to group 13.
     const higher = `[${d}]`;
     alternatives.push(`${lower(d)}\\d:\\d\\d${rest}${higher}`);
     alternatives.push(`(\\d)${lower(d)}:\\d\\d${rest}\\${++group}${higher}`);
