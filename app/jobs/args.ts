@@ -42,6 +42,7 @@ function readIsoTime(text: string): Reading {
 
 /** What keeps `text` from being a time the API takes, most specific first. */
 function problemWith(text: string): string {
+  if (text !== text.trim()) return 'has white space around it: give the time alone';
   const m = ISO_TIME.exec(text);
   if (!m) return 'is not an ISO-8601 time';
   const [, y, mo, d, h, mi, s, frac, zone] = m;
@@ -116,7 +117,8 @@ function readFlags(job: string, args: readonly string[]): { time?: string; force
 /** The job's flags and its scheduled time: SCHEDULED_TIME or --scheduled-time (the same instant if both), else now. */
 export function parseJobArgs(job: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env, now: Date = new Date()): JobArgs {
   const { time, force } = readFlags(job, args);
-  const fromEnv = env.SCHEDULED_TIME?.trim() || undefined;
+  // An empty SCHEDULED_TIME counts as unset; any other value is read as given, as the API reads a time.
+  const fromEnv = env.SCHEDULED_TIME?.trim() ? env.SCHEDULED_TIME : undefined;
   const envTime = fromEnv === undefined ? undefined : timeFrom('SCHEDULED_TIME', fromEnv);
   const flagTime = time === undefined ? undefined : timeFrom('--scheduled-time', time);
   if (envTime && flagTime && envTime.getTime() !== flagTime.getTime()) {

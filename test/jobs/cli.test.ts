@@ -137,6 +137,9 @@ describe('bad input', () => {
     expect(r.stdout).toBe('');
     // A bad value is named as bad whichever side it is on.
     expect(() => parseJobArgs('billing-run', ['--scheduled-time', 'garbage'], { SCHEDULED_TIME: '2025-01-02T00:15:00Z' })).toThrow(/^--scheduled-time "garbage" is not an ISO-8601 time/);
+    // Read as given, as the API reads a time: white space around it is refused, an empty value is unset.
+    expect(() => parseJobArgs('billing-run', [], { SCHEDULED_TIME: ' 2025-01-02T00:15:00Z\n' })).toThrow(/^SCHEDULED_TIME " 2025-01-02T00:15:00Z\\n" has white space around it: give the time alone\./);
+    expect(parseJobArgs('billing-run', [], { SCHEDULED_TIME: ' ' }, new Date(0)).scheduledTimeSource).toBe('now');
     expect(parseJobArgs('billing-run', ['--scheduled-time', '2025-01-02T01:15:00+01:00'], { SCHEDULED_TIME: '2025-01-02T00:15:00Z' })).toEqual({
       scheduledTime: new Date('2025-01-02T00:15:00Z'),
       scheduledTimeSource: 'SCHEDULED_TIME',
