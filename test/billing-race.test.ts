@@ -6,46 +6,38 @@
  * each at the exact point with a table lock of its own, then waits in pg_stat_activity until
  * the other side waits on the account.
  */
-import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApi } from '../app/api.js';
 import { isoDate } from '../app/billing.js';
-import { loadConfig } from '../app/config.js';
-import { createPool, type Pool } from '../app/db.js';
-import { DrainableServer } from '../app/http-server.js';
-import { createLogger } from '../app/logger.js';
+import { PARTITION_DAYS_BEHIND } from '../app/usage-partitions.js';
 import { DAY_MS } from '../lib/time-zones.js';
 import { randomAdminKey } from './helpers/admin-key.js';
+import { startApi, type InProcessApi } from './helpers/api.js';
 import { createTestDatabase, eventually, newClient, type TestDatabase } from './helpers/db.js';
 import { runJob } from './helpers/jobs.js';
 
 const ADMIN_KEY = randomAdminKey();
 const PRICE = 3;
 let db: TestDatabase;
-let pool: Pool;
-let server: DrainableServer;
-let base: string;
+let api: InProcessApi;
 let holder: pg.Client;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  const config = loadConfig({ DATABASE_URL: db.loginUrl, ADMIN_API_KEY: ADMIN_KEY });
-  pool = createPool(config.database, { role: 'test-api', max: 5, logger: createLogger('silent'), waitMs: config.DB_POOL_WAIT_MS, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS });
-  server = new DrainableServer(createApi({ pool, logger: createLogger('silent'), config, isDraining: () => false }), config);
-  base = `http://127.0.0.1:${(await server.listen(0) as AddressInfo).port}`;
+  // A report waits on the other side's lock while a billing-run process starts: on a loaded
+  // machine that may pass the default deadline (8 s) and statement timeout (5 s), never these.
+  api = await startApi({ DATABASE_URL: db.loginUrl, ADMIN_API_KEY: ADMIN_KEY, REQUEST_DEADLINE_MS: '60000' }, { statementTimeoutMs: 60_000 });
   holder = newClient({ connectionString: db.url, application_name: 'test-lock-holder' });
   await holder.connect();
 });
 afterAll(async () => {
   await holder.end();
-  await server.drain();
-  await pool.end();
+  await api.stop();
   await db.drop();
 });
 
 async function call(key: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${base}${path}`, {
+  const res = await fetch(`${api.base}${path}`, {
     method,
     headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -55,11 +47,11 @@ async function call(key: string, method: string, path: string, body?: unknown): 
 }
 
 let accounts = 0;
-/** A new account created five days ago, with a key of its own. */
+/** A new account created at the start of the oldest day with a partition, with a key of its own. */
 async function newAccount(): Promise<{ id: string; key: string }> {
   const account = await call(ADMIN_KEY, 'POST', '/accounts', { name: 'Racer', email: `racer${++accounts}@example.com`, unitPriceCents: PRICE });
   expect(account.status).toBe(201);
-  await db.query(`UPDATE accounts SET created_at = now() - interval '5 days' WHERE id = $1`, [account.body.id]);
+  await db.query(`UPDATE accounts SET created_at = $2 WHERE id = $1`, [account.body.id, `${daysAgo(PARTITION_DAYS_BEHIND)}T00:00:00Z`]);
   const key = await call(ADMIN_KEY, 'POST', `/accounts/${account.body.id}/api-keys`);
   expect(key.status).toBe(201);
   return { id: account.body.id, key: key.body.key };
@@ -83,10 +75,16 @@ const billers = {
   },
 };
 
-/** Each case its own day (yesterday, the day before, ...), so that no run of billing-run bills another's account. */
+const daysAgo = (n: number) => isoDate(new Date(Date.now() - n * DAY_MS));
+
+/**
+ * Each case its own day (yesterday, the day before, ...), so that no run of billing-run bills
+ * another's account; each a day the migrations made a partition for, after the accounts' creation.
+ */
 let daysBack = 0;
 function nextDay(): string {
-  return isoDate(new Date(Date.now() - ++daysBack * DAY_MS));
+  if (++daysBack >= PARTITION_DAYS_BEHIND) throw new Error(`more cases than the ${PARTITION_DAYS_BEHIND - 1} days with a partition after the accounts' creation`);
+  return daysAgo(daysBack);
 }
 
 async function invoiceOf(accountId: string, day: string) {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApi } from '../app/api.js';
 import { ACCOUNT_STATUSES } from '../app/api/accounts.js';
 import { DATE_TIME_PATTERN, DAY_PATTERN } from '../app/api/dates.js';
-import { MAX_OFFSET_MINUTES, MIN_YEAR } from '../app/instants.js';
+import { MAX_OFFSET_HOURS, MAX_OFFSET_MINUTES, MIN_YEAR } from '../app/instants.js';
 import { openApiDocument } from '../app/api/openapi.js';
 import { loadConfig } from '../app/config.js';
 import { createPool, type Pool } from '../app/db.js';
@@ -55,7 +55,7 @@ describe('the date patterns', () => {
       day: fc.constantFrom(['1969-12-31', Date.UTC(1969, 11, 31)], ['1970-01-01', 0], ['1970-01-02', Date.UTC(1970, 0, 2)]),
       h: fc.integer({ min: 0, max: 23 }), m: fc.integer({ min: 0, max: 59 }), s: fc.integer({ min: 0, max: 59 }),
       fraction: fc.constantFrom('', '.0', '.999', '.000000001'),
-      east: fc.boolean(), oh: fc.integer({ min: 0, max: 19 }), om: fc.integer({ min: 0, max: 59 }),
+      east: fc.boolean(), oh: fc.integer({ min: 0, max: MAX_OFFSET_HOURS + 1 }), om: fc.integer({ min: 0, max: 59 }),
     });
     fc.assert(fc.property(near, ({ day: [day, midnight], h, m, s, fraction, east, oh, om }) => {
       const text = `${day}T${two(h)}:${two(m)}:${two(s)}${fraction}${east ? '+' : '-'}${two(oh)}:${two(om)}`;
