@@ -10,6 +10,7 @@
 import pg from 'pg';
 import type { DatabaseSettings } from './config.js';
 import type { Logger } from './logger.js';
+import { outsideTraces } from './tracing/trace.js';
 
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
@@ -53,13 +54,15 @@ export function createPool(settings: DatabaseSettings, { role, max, logger, wait
     statement_timeout: statementTimeoutMs,
   });
   // An idle connection the server dropped is reported here instead of crashing the process.
-  pool.on('error', (err) => logger.warn({ err: err.message }, 'idle database connection failed; the pool replaces it'));
+  // Both events run in the context of the request that opened the connection: their lines are
+  // written outside it, with no trace ids of a request long answered.
+  pool.on('error', (err) => outsideTraces(() => logger.warn({ err: err.message }, 'idle database connection failed; the pool replaces it')));
   // A checked-out connection has no listener of the pool's: when it dies between two queries of
   // a transaction (a restart, pg_terminate_backend), its 'error' event would be an uncaught
   // exception. The query that meets the dead connection fails all the same, and the caller
   // handles that (a 503, a job's reconnect), so the event itself is only logged.
   pool.on('connect', (client) => {
-    client.on('error', (err) => logger.warn({ err: err.message }, 'a database connection in use failed; the query on it fails and the pool drops it'));
+    client.on('error', (err) => outsideTraces(() => logger.warn({ err: err.message }, 'a database connection in use failed; the query on it fails and the pool drops it')));
   });
   return pool;
 }

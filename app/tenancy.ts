@@ -68,6 +68,9 @@ export const EXPORT: Identity = { kind: 'operator', role: JOB_ROLES.export };
 
 /** A key that matches no live key: unknown, or revoked. */
 export class UnknownKeyError extends Error {
+  /** What it answers: a caller's mistake, not a failure of the service (app/tracing/trace.ts). */
+  readonly status = 401;
+
   constructor() {
     super('Invalid API key');
     this.name = 'UnknownKeyError';

@@ -7,16 +7,18 @@
  * breaks no drain.
  */
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
-import { ROOT_CONTEXT, trace as otelTrace } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanStatusCode, trace as otelTrace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applicationName } from '../app/db.js';
 import { createLogger } from '../app/logger.js';
-import { KeepingProcessor } from '../app/tracing/keeping-processor.js';
+import { KeepingProcessor, MAX_BATCH } from '../app/tracing/keeping-processor.js';
+import { ExportResultCode } from '@opentelemetry/core';
 import { keepingSampler } from '../app/tracing/sampler.js';
 import { startTracing } from '../app/tracing/setup.js';
 import { runTraceId, traceIds as ids } from '../app/tracing/trace-ids.js';
@@ -136,6 +138,63 @@ describe('a request', () => {
     const leaks = secrets.filter((secret) => values.some((v) => v.includes(secret)));
     expect(leaks).toEqual([]);
   });
+
+  it('counts a made-up key as the caller\'s mistake, not a failure: no span of it is marked failed', async () => {
+    const { id } = await newAccountWithKey();
+    await takeSpans();
+    expect((await call(`sbk_${'x'.repeat(43)}`, 'GET', `/accounts/${id}`)).status).toBe(401);
+    const spans = await takeSpans();
+    expect(spans.length).toBeGreaterThan(0);
+    expect(spans.filter((s) => s.status.code === SpanStatusCode.ERROR).map((s) => s.name)).toEqual([]);
+  });
+
+  it.each([
+    ['an all-zero ALB Root', { 'x-amzn-trace-id': 'Root=1-00000000-000000000000000000000000' }],
+    ['an all-zero ALB Root beside a Self', { 'x-amzn-trace-id': 'Self=1-67891234-12456789abcdef012345678;Root=1-00000000-000000000000000000000000' }],
+    ['an upper-case X-Amzn-Trace-Id with a Parent', { 'x-amzn-trace-id': 'Root=1-5759E988-BD862E3FE1BE46A9942727A0;Parent=53995C3F42CD8AD8;Sampled=1' }],
+    ['an upper-case traceparent', { traceparent: '00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01' }],
+  ])('starts a trace of its own, every span under its server span, for %s', async (_name, headers) => {
+    const { id, key } = await newAccountWithKey();
+    await takeSpans();
+    expect((await call(key, 'GET', `/accounts/${id}`, undefined, headers)).status).toBe(200);
+    const spans = await takeSpans();
+    expect(traceIds(spans).size).toBe(1);
+    const traceId = [...traceIds(spans)][0]!;
+    expect(traceId).toMatch(/^(?!0{32})[0-9a-f]{32}$/);
+    expect(Object.values(headers).join().toLowerCase()).not.toContain(traceId.slice(8));
+    expect(spans.filter((s) => s.parentSpanContext === undefined).map((s) => s.name)).toEqual(['GET /accounts/:id']);
+  });
+
+  it('leaves the caller\'s tracestate out of its spans', async () => {
+    const { id, key } = await newAccountWithKey();
+    await takeSpans();
+    const w3c = '4bf92f3577b34da6a3ce929d0e0e4736';
+    await call(key, 'GET', `/accounts/${id}`, undefined, { traceparent: `00-${w3c}-00f067aa0ba902b7-01`, tracestate: 'caller=tracestate-marker,other=x' });
+    const spans = await takeSpans();
+    expect([...traceIds(spans)]).toEqual([w3c]);
+    expect(spans.map((s) => s.spanContext().traceState?.serialize() ?? '')).toEqual(spans.map(() => ''));
+  });
+
+  it('gives a request cut off before its answer no status code, and says it was cut off', async () => {
+    const { id, key } = await newAccountWithKey();
+    await takeSpans();
+    const { port, hostname } = new URL(api.base);
+    const socket = connect(Number(port), hostname);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    // Node answers "100 Continue" as it hands the request to the app: its span has begun.
+    const continued = new Promise((resolve) => socket.on('data', (d: Buffer) => d.toString().includes('100 Continue') && resolve(undefined)));
+    socket.write(`POST /accounts/${id}/usage HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n`);
+    await continued;
+    socket.write('{"metric":');
+    socket.destroy();
+    let server: ReadableSpan | undefined;
+    for (let i = 0; i < 100 && server === undefined; i++) {
+      server = (await takeSpans()).find((s) => s.parentSpanContext === undefined && s.attributes['http.request.method'] === 'POST');
+      if (server === undefined) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(server?.attributes['http.response.status_code']).toBeUndefined();
+    expect(server?.events.map((e) => e.name)).toEqual(['cut off before an answer']);
+  });
 });
 
 describe('ids', () => {
@@ -172,6 +231,19 @@ describe('keeping', () => {
     expect(kept.getFinishedSpans().map((s) => s.name).sort()).toEqual(['child', 'failing']);
     await processor.shutdown();
   });
+
+  it.each([
+    ['hangs', (_spans: ReadableSpan[], _done: (r: { code: number }) => void) => {}],
+    ['refuses', (_spans: ReadableSpan[], done: (r: { code: number }) => void) => done({ code: ExportResultCode.FAILED })],
+  ] as const)('counts every span a flush could not send, when its exporter %s', async (_kind, exportFn) => {
+    const reported: number[] = [];
+    const processor = new KeepingProcessor({ export: exportFn, shutdown: async () => {} }, (n) => reported.push(n));
+    const tracer = new BasicTracerProvider({ sampler: keepingSampler(1), spanProcessors: [processor] }).getTracer('t');
+    const spans = MAX_BATCH + 10;
+    for (let i = 0; i < spans; i++) tracer.startSpan(`s${i}`).end();
+    await processor.flush(AbortSignal.timeout(200));
+    expect(reported.reduce((a, b) => a + b, 0)).toBe(spans);
+  });
 });
 
 describe('the container', () => {
@@ -180,7 +252,7 @@ describe('the container', () => {
     readFileSync(file, 'utf8')
       .split('\n')
       .filter(Boolean)
-      .map((l) => JSON.parse(l) as { traceId: string; spanId: string; name: string; parentSpanId?: string; durationMs: number; attributes: Record<string, unknown> });
+      .map((l) => JSON.parse(l) as { traceId: string; spanId: string; name: string; parentSpanId?: string; durationMs: number; status: { code: number; message?: string }; attributes: Record<string, unknown> });
 
   it('writes a request\'s trace id on its access log line, and its spans under that id', async () => {
     const file = path.join(dir, 'server.jsonl');
@@ -190,6 +262,17 @@ describe('the container', () => {
     expect(res.status).toBe(200);
     const access = await server.waitForLog((l: LogLine) => l.msg === 'request' && l.path === `/accounts/${id}`);
     expect(access.trace_id).toMatch(/^1-[0-9a-f]{8}-[0-9a-f]{24}$/);
+    // Requests at once, so that the pool opens connections inside them; idle again, they die:
+    // those lines belong to no request.
+    const burst = await Promise.all(Array.from({ length: 12 }, () => fetch(`${server.url}/accounts/${id}`, { headers: { authorization: `Bearer ${key}` } })));
+    expect(burst.map((r) => r.status)).toEqual(burst.map(() => 200));
+    const killed = await db.withClient((c) =>
+      c.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()`, [applicationName('api')]),
+    );
+    expect(killed.rowCount).toBeGreaterThan(2);
+    const lost = () => server.logs.filter((l) => /^(idle )?(a )?database connection( in use)? failed/.test(l.msg));
+    await server.waitForLog(() => lost().length >= killed.rowCount!);
+    expect(lost().map((l) => l.trace_id)).toEqual(lost().map(() => undefined));
     server.kill('SIGTERM');
     expect((await server.exited).code).toBe(0);
     const steps = server.logs.filter((l) => /^shutdown: \w+ done in/.test(l.msg)).map((l) => l.step);
@@ -206,7 +289,8 @@ describe('the container', () => {
     const { id, key } = await newAccountWithKey();
     const server = await startServer({
       DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY, ENABLE_WORKERS: 'false', TRACES: 'file', TRACES_FILE: file, TRACES_SAMPLE_RATIO: '0',
-      REQUEST_DEADLINE_MS: '1500', DB_POOL_WAIT_MS: '500',
+      // The statement is cancelled (by its timeout) before the deadline answers: the span names it.
+      REQUEST_DEADLINE_MS: '3000', DB_STATEMENT_TIMEOUT_MS: '1000', DB_POOL_WAIT_MS: '500',
     });
     const get = async () => {
       const res = await fetch(`${server.url}/accounts/${id}`, { headers: { authorization: `Bearer ${key}` } });
@@ -216,7 +300,15 @@ describe('the container', () => {
     };
     const clean = await get();
     expect(clean.status).toBe(200);
-    // A lock held past the request's deadline: it answers 503.
+    // A made-up key is the caller's mistake: nothing kept. An X-Amzn-Trace-Id that says sampled is followed.
+    const madeUp = await fetch(`${server.url}/accounts/${id}`, { headers: { authorization: `Bearer sbk_${'x'.repeat(43)}` } });
+    expect(madeUp.status).toBe(401);
+    const madeUpAccess = await server.waitForLog((l: LogLine) => l.msg === 'request' && l.requestId === madeUp.headers.get('x-request-id'));
+    const root = '1-5759e988-bd862e3fe1be46a994272793';
+    const asked = await fetch(`${server.url}/accounts/${id}`, { headers: { authorization: `Bearer ${key}`, 'x-amzn-trace-id': `Root=${root};Sampled=1` } });
+    expect(asked.status).toBe(200);
+    await server.waitForLog((l: LogLine) => l.msg === 'request' && l.trace_id === root);
+    // A lock held past the statement's timeout: it answers 503.
     const failed = await db.withClient(async (c) => {
       await c.query('BEGIN');
       await c.query('LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE');
@@ -235,12 +327,16 @@ describe('the container', () => {
     }
     const spans = spansIn(file);
     expect(spans.filter((s) => s.traceId === clean.access.trace_id)).toEqual([]);
+    expect(spans.filter((s) => s.traceId === madeUpAccess.trace_id)).toEqual([]);
+    expect(spans.filter((s) => s.traceId === root).map((s) => s.name)).toContain('GET /accounts/:id');
     const kept = spans.filter((s) => s.traceId === failed.access.trace_id);
     expect(kept.map((s) => s.name)).toEqual(['GET /accounts/:id']);
     // Made as the request ended, under the ids its log lines carry, and from its start.
     expect(kept[0]!.spanId).toBe(failed.access.span_id);
     expect(kept[0]!.attributes['http.response.status_code']).toBe(503);
-    expect(kept[0]!.durationMs).toBeGreaterThanOrEqual(1_000);
+    expect(kept[0]!.durationMs).toBeGreaterThanOrEqual(900);
+    // What failed inside it (the statement its timeout cancelled), not only the status it led to.
+    expect(kept[0]!.status).toEqual({ code: SpanStatusCode.ERROR, message: 'SQLSTATE 57014' });
   });
 
   it('makes one trace of a job run, its id derived from the run key, with its attempt, and on the run\'s log lines', async () => {
@@ -261,6 +357,29 @@ describe('the container', () => {
     expect(batches.length).toBeGreaterThan(0);
     for (const b of batches) expect(b.parentSpanId).toBe(attempt.spanId);
     expect(logs.find((l) => /attempt 1 started/.test(l.msg))?.trace_id).toBe(expected);
+  });
+
+  it('marks a failed attempt\'s batch and attempt spans failed, naming the error\'s kind, never its message', async () => {
+    const file = path.join(dir, 'job-failed.jsonl');
+    const { code } = await runJob(db, ['data-cleanup', '--scheduled-time', '2025-03-11T06:00:00Z'], { TRACES: 'file', TRACES_FILE: file, JOB_FAULT_INJECTION: 'fail-attempts=all' });
+    expect(code).toBe(1);
+    const spans = spansIn(file);
+    const failedOnes = (name: string) => spans.filter((s) => s.name === name).map((s) => s.status);
+    const attempts = failedOnes('data-cleanup attempt');
+    expect(attempts.length).toBeGreaterThan(1);
+    for (const status of [...attempts, ...failedOnes('data-cleanup batch')]) expect(status).toEqual({ code: SpanStatusCode.ERROR, message: 'Error' });
+    expect(failedOnes('data-cleanup batch').length).toBe(attempts.length);
+  });
+
+  it('counts the spans its last export could not send, when the exporter refuses at the end of a run', async () => {
+    const otlp = await endpoint('refuses');
+    const { code, logs } = await runJob(db, ['billing-run', '--scheduled-time', '2025-01-03T02:00:00Z'], {
+      TRACES: 'xray', AWS_REGION: 'eu-west-1', AWS_ENDPOINT_URL_XRAY: otlp.url, AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE', AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
+    });
+    expect(code).toBe(0);
+    const dropped = logs.filter((l) => typeof l.TracesDropped === 'number').reduce((n, l) => n + (l.TracesDropped as number), 0);
+    // The run's span, its attempt's and at least one batch's.
+    expect(dropped).toBeGreaterThanOrEqual(3);
   });
 
   /** An OTLP endpoint that never answers, or a port where nothing listens. */

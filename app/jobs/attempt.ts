@@ -33,7 +33,7 @@ export const ASYNC_BATCH_COMMIT = 'SET LOCAL synchronous_commit = off;';
 export type Attempt =
   | { kind: 'succeeded'; summary: Record<string, unknown> }
   | { kind: 'stopped'; stop: Stop }
-  | { kind: 'error'; error: string; disconnected: boolean };
+  | { kind: 'error'; error: string; disconnected: boolean; cause: unknown };
 
 export async function runAttempt(s: RunState, db: PoolClient, runId: string, index: number, checkpoint: unknown, log: Logger): Promise<Attempt> {
   const lost = new AbortController();
@@ -80,6 +80,7 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
   // of the handler's, which may have rolled back after the call returned.
   let committed = checkpoint;
   let inTransaction = false;
+  let failure: unknown;
 
   let beating: Promise<void> | undefined;
   const beat = async () => {
@@ -121,17 +122,19 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
     return { kind: 'succeeded', summary };
   } catch (err) {
     if (s.stop.aborted) return { kind: 'stopped', stop: stopOf(s.stop) };
+    failure = err;
     // The heartbeat found the lock's connection gone, or a statement failed on a lost connection:
     // no retry may run without the lock, so the runner reconnects and takes it again.
-    if (lost.signal.aborted) return { kind: 'error', error: stopOf(lost.signal).message, disconnected: true };
+    if (lost.signal.aborted) return { kind: 'error', error: stopOf(lost.signal).message, disconnected: true, cause: err };
     const trouble = dbTrouble(err);
     // A statement timeout is the job's own (too big a batch); the others say the database is away for now.
     if ((trouble !== undefined && trouble !== 'timed-out') || !(await s.locks[0]!.verify())) {
-      return { kind: 'error', error: `${trouble === 'busy' || trouble === 'read-only' ? `the database is ${trouble}` : 'lost the database connection'}: ${errorText(err)}`, disconnected: true };
+      return { kind: 'error', error: `${trouble === 'busy' || trouble === 'read-only' ? `the database is ${trouble}` : 'lost the database connection'}: ${errorText(err)}`, disconnected: true, cause: err };
     }
-    return { kind: 'error', error: errorText(err), disconnected: false };
+    return { kind: 'error', error: errorText(err), disconnected: false, cause: err };
   } finally {
-    batches.end();
+    // The open batch failed with the attempt, unless a stop (a shutdown, a timeout) cut it short.
+    batches.end(failure);
     open = false;
     clearInterval(heartbeat);
     await beating;

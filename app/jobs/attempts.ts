@@ -13,8 +13,7 @@ import { backoffMs } from './backoff.js';
 import { failRun, stopOf, type RunOutcome } from './outcome.js';
 import { RECONNECT, backInReach, nextWaitMs, outOfReach } from './reconnect.js';
 import type { RunState } from './run-state.js';
-import { SpanStatusCode } from '@opentelemetry/api';
-import { inSpan, spanEvent } from '../tracing/trace.js';
+import { failSpan, inSpan, spanEvent } from '../tracing/trace.js';
 
 export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutcome | typeof RECONNECT> {
   const { rows } = await db.query<{ attempt: number; status: string; checkpoint: unknown }>(
@@ -49,7 +48,8 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
     const result = await inSpan(`${s.job.name} attempt`, { 'job.attempt': attemptNo, 'job.run_id': runId, 'job.resumed': checkpoint !== undefined }, async (span) => {
       const r = await runAttempt(s, db, runId, i, checkpoint, log);
       span.setAttribute('job.attempt.result', r.kind);
-      if (r.kind === 'error') span.setStatus({ code: SpanStatusCode.ERROR, message: r.error });
+      // Named by its kind (SQLSTATE, error class), never its message, which may quote a value.
+      if (r.kind === 'error') failSpan(span, r.cause);
       return r;
     });
     checkpoint = s.lastCheckpoint;

@@ -6,7 +6,7 @@
  */
 import { context, ROOT_CONTEXT, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { runTraceId, withTraceId } from '../tracing/trace-ids.js';
-import { KEEP_TRACE, tracer, tracingOn } from '../tracing/trace.js';
+import { failSpan, KEEP_TRACE, tracer, tracingOn } from '../tracing/trace.js';
 import type { RunOutcome } from './outcome.js';
 import type { RunState } from './run-state.js';
 
@@ -27,7 +27,7 @@ export async function inRunSpan(s: RunState, fn: () => Promise<RunOutcome>): Pro
     if (outcome.kind === 'failed') span.setStatus({ code: SpanStatusCode.ERROR, message: `the run failed (${outcome.reason})` });
     return outcome;
   } catch (err) {
-    span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+    failSpan(span, err);
     throw err;
   } finally {
     span.end();
@@ -52,9 +52,9 @@ export class BatchSpans {
     this.next();
   }
 
-  /** The attempt is over: the open batch ends (failed when `error` is given). */
-  end(error?: string): void {
-    if (error !== undefined) this.current?.setStatus({ code: SpanStatusCode.ERROR, message: error });
+  /** The attempt is over: the open batch ends, failed when `error` is given (named by its kind, never its message). */
+  end(error?: unknown): void {
+    if (error !== undefined && this.current !== undefined) failSpan(this.current, error);
     this.current?.end();
     this.current = undefined;
   }

@@ -7,7 +7,9 @@
  *   whole trace is queued, else it is let go. So every error is kept whole at any ratio.
  * - The queue holds at most MAX_QUEUED spans (and MAX_HELD are held); past that a span is
  *   dropped and counted, and so is every span of an export that failed. The count goes out as
- *   the TracesDropped EMF metric (lib/metrics.ts) with the next export.
+ *   the TracesDropped EMF metric (lib/metrics.ts) with the next export, and at the end of a
+ *   flush, with the spans the flush could not send in time, so a process's last spans are
+ *   counted too.
  * - One export at a time, every EXPORT_INTERVAL_MS, in batches of at most MAX_BATCH: an
  *   exporter that hangs holds one batch (it has its own timeout), not the process.
  * - `flush(signal)` exports what is queued and returns when done or when `signal` aborts (the
@@ -36,6 +38,8 @@ export class KeepingProcessor implements SpanProcessor {
   private heldCount = 0;
   private dropped = 0;
   private exporting: Promise<void> | undefined;
+  /** The spans of the export under way, counted as dropped if a flush gives up on it. */
+  private inFlight = 0;
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -65,13 +69,18 @@ export class KeepingProcessor implements SpanProcessor {
     if (trace?.failed || failed(span)) this.enqueue([...(trace?.spans ?? []), span]);
   }
 
-  /** Exports everything queued, batch by batch, until done or `signal` aborts. */
+  /**
+   * Exports everything queued, batch by batch, until done or `signal` aborts; then reports the
+   * spans dropped so far, counting as dropped what was still queued or being exported.
+   */
   async flush(signal: AbortSignal): Promise<void> {
     const aborted = new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
     const drain = (async () => {
       while (!signal.aborted && (this.queue.length > 0 || this.exporting)) await (this.exporting ?? this.exportSome());
     })();
     await Promise.race([drain, aborted]);
+    if (signal.aborted) this.giveUp();
+    this.report();
   }
 
   forceFlush(): Promise<void> {
@@ -94,22 +103,38 @@ export class KeepingProcessor implements SpanProcessor {
     if (room > 0) this.queue.push(...spans.slice(0, room));
   }
 
+  /** A flush ran out of time: what is queued, and the export under way, will not go out. */
+  private giveUp(): void {
+    this.dropped += this.queue.length + this.inFlight;
+    this.queue = [];
+    this.inFlight = 0;
+  }
+
+  private report(): void {
+    if (this.dropped === 0) return;
+    this.reportDropped(this.dropped);
+    this.dropped = 0;
+  }
+
   private exportSome(): Promise<void> {
     if (this.exporting) return this.exporting;
-    if (this.dropped > 0) {
-      this.reportDropped(this.dropped);
-      this.dropped = 0;
-    }
+    this.report();
     if (this.queue.length === 0) return Promise.resolve();
     const batch = this.queue.splice(0, MAX_BATCH);
+    this.inFlight = batch.length;
+    // An export given up on (giveUp) was counted then: its late result is not counted again.
+    const settle = (ok: boolean) => {
+      if (!ok) this.dropped += this.inFlight;
+      this.inFlight = 0;
+    };
     this.exporting = new Promise<void>((resolve) => {
       try {
         this.exporter.export(batch, (result) => {
-          if (result.code !== ExportResultCode.SUCCESS) this.dropped += batch.length;
+          settle(result.code === ExportResultCode.SUCCESS);
           resolve();
         });
       } catch {
-        this.dropped += batch.length;
+        settle(false);
         resolve();
       }
     }).finally(() => (this.exporting = undefined));

@@ -12,21 +12,37 @@ import { AWSXRayPropagator } from '@opentelemetry/propagator-aws-xray';
 export const propagator = new CompositePropagator({ propagators: [new AWSXRayPropagator(), new W3CTraceContextPropagator()] });
 
 const ALB_ROOT = /(?:^|;)\s*Root=1-([0-9a-f]{8})-([0-9a-f]{24})(?:;|$)/;
+const SAMPLED = /(?:^|;)\s*Sampled=1(?:;|$)/;
+/** Ids as W3C and X-Ray write them: lower-case hex, not all zeros. */
+const TRACE_ID = /^(?!0{32})[0-9a-f]{32}$/;
+const SPAN_ID = /^(?!0{16})[0-9a-f]{16}$/;
 
-/** The trace id of a Root-only X-Amzn-Trace-Id (the ALB's), or undefined. */
-export function albRoot(header: unknown): string | undefined {
-  if (typeof header !== 'string' || /(?:^|;)\s*Parent=/.test(header)) return undefined;
-  const m = ALB_ROOT.exec(header);
-  return m ? `${m[1]}${m[2]}` : undefined;
+/** A Root-only X-Amzn-Trace-Id (the ALB's): its trace id, and whether it says sampled. */
+export interface AlbRoot {
+  readonly traceId: string;
+  readonly sampled: boolean;
 }
 
-/** The context a request's span starts in: its caller's, or ROOT_CONTEXT. */
+/** The Root of a Root-only X-Amzn-Trace-Id (the ALB's), or undefined when there is none or it is not a valid id. */
+export function albRoot(header: unknown): AlbRoot | undefined {
+  if (typeof header !== 'string' || /(?:^|;)\s*Parent=/.test(header)) return undefined;
+  const m = ALB_ROOT.exec(header);
+  const traceId = m ? `${m[1]}${m[2]}` : undefined;
+  return traceId !== undefined && TRACE_ID.test(traceId) ? { traceId, sampled: SAMPLED.test(header) } : undefined;
+}
+
+/**
+ * The context a request's span starts in: its caller's, or ROOT_CONTEXT when it sent none or
+ * ids not written as the standards write them (upper-case, all zeros). The caller's
+ * `tracestate` is left out: it is a header of the caller's, and would be copied onto every span.
+ */
 export function callerContext(headers: Record<string, string | string[] | undefined>): Context {
   // A request from neither the ALB nor a traced caller: nothing to extract.
   if (headers.traceparent === undefined && headers['x-amzn-trace-id'] === undefined) return ROOT_CONTEXT;
-  const extracted = propagation.extract(ROOT_CONTEXT, headers);
-  if (trace.getSpanContext(extracted) !== undefined) return extracted;
-  return ROOT_CONTEXT;
+  const caller = trace.getSpanContext(propagation.extract(ROOT_CONTEXT, headers));
+  if (caller === undefined || !TRACE_ID.test(caller.traceId) || !SPAN_ID.test(caller.spanId)) return ROOT_CONTEXT;
+  const { traceState: _dropped, ...ids } = caller;
+  return trace.setSpanContext(ROOT_CONTEXT, ids);
 }
 
 export { context, TraceFlags };

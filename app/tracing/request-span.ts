@@ -29,8 +29,14 @@ export interface RequestSpan {
 export function requestSpan(req: Request, res: Response): RequestSpan {
   const parent = callerContext(req.headers);
   const caller = trace.getSpanContext(parent);
-  const traceId = caller?.traceId ?? albRoot(req.headers['x-amzn-trace-id']) ?? traceIds.generateTraceId();
-  const first: Span = rootSampled(caller, traceId, sampleRatio()) ? start() : new UnsampledSpan(traceId, traceIds.generateSpanId());
+  const alb = caller === undefined ? albRoot(req.headers['x-amzn-trace-id']) : undefined;
+  const traceId = caller?.traceId ?? alb?.traceId ?? traceIds.generateTraceId();
+  // The ALB's header has no parent for the SDK's sampler to read its flag from: the span says it.
+  const first: Span = alb?.sampled
+    ? start({ attributes: { [KEEP_TRACE]: true } })
+    : rootSampled(caller, traceId, sampleRatio())
+      ? start()
+      : new UnsampledSpan(traceId, traceIds.generateSpanId());
   const ctx: Context = trace.setSpan(parent, first);
   return {
     run: (fn) => context.with(ctx, fn),
@@ -39,6 +45,8 @@ export function requestSpan(req: Request, res: Response): RequestSpan {
       const span = first instanceof UnsampledSpan ? keptSpan(first) : first;
       if (span === undefined) return;
       describe(span, req, res);
+      // What failed inside, rather than only the status it led to.
+      if (first instanceof UnsampledSpan && first.failure !== undefined) span.setStatus(first.failure);
       span.end();
     },
   };
@@ -51,23 +59,23 @@ export function requestSpan(req: Request, res: Response): RequestSpan {
   /** The SDK span of a request not sampled, made now if it failed (under its ids, from its start), always exported; else none. */
   function keptSpan(unsampled: UnsampledSpan): Span | undefined {
     if (res.statusCode < 500 && unsampled.failure === undefined) return undefined;
-    const span = start({ startTime: unsampled.startedAt, attributes: { [KEEP_TRACE]: true } }, unsampled.spanContext().spanId);
-    if (unsampled.failure !== undefined) span.setStatus(unsampled.failure);
-    return span;
+    return start({ startTime: unsampled.startedAt, attributes: { [KEEP_TRACE]: true } }, unsampled.spanContext().spanId);
   }
 }
 
 /** Names `span` by its route and sets what the response says. */
 function describe(span: Span, req: Request, res: Response): void {
   const route = routeOf(req);
-  const status = res.statusCode;
   span.updateName(route === 'unmatched' ? req.method : route);
   span.setAttribute('http.route', route);
-  span.setAttribute('http.response.status_code', status);
+  // A request cut off before its answer has no status: `res.statusCode` would say 200.
+  const status = res.headersSent ? res.statusCode : undefined;
+  if (status !== undefined) span.setAttribute('http.response.status_code', status);
   const identity = res.locals.identity as Identity | undefined;
   if (identity?.kind === 'operator') span.setAttribute('enduser.role', 'operator');
   const accountId = identity?.kind === 'account' || identity?.kind === 'key' ? identity.accountId : undefined;
   if (accountId !== undefined) span.setAttribute('account.id', accountId);
-  if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: `answered ${status}` });
-  if (!res.writableFinished) span.addEvent('response cut short');
+  if (status !== undefined && status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: `answered ${status}` });
+  if (status === undefined) span.addEvent('cut off before an answer');
+  else if (!res.writableFinished) span.addEvent('response cut short');
 }

@@ -4,7 +4,7 @@
  * tracer provider is registered (app/tracing/setup.ts, when TRACES is not off): with tracing
  * off, a span here is the API's shared no-op span, and the log lines carry no ids.
  */
-import { SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes, type Span, type SpanContext } from '@opentelemetry/api';
+import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes, type Span, type SpanContext } from '@opentelemetry/api';
 
 export type { Attributes, Span };
 
@@ -62,7 +62,23 @@ export function failSpan(span: Span, err: unknown): void {
 }
 
 /**
- * Runs `fn` in a new child span of the current one, ended when `fn` settles; a rejection marks it failed.
+ * Whether `err` is the caller's mistake (it says it answers 4xx: an unknown key, a bad input),
+ * which is no failure of the service: it keeps no trace, or an anonymous caller could fill the
+ * export queue with made-up keys and crowd out the real failures.
+ */
+export function callerFault(err: unknown): boolean {
+  const status = (err as { status?: unknown } | undefined)?.status;
+  return typeof status === 'number' && status >= 400 && status < 500;
+}
+
+/** Marks `span` failed for `err`, unless `err` is the caller's mistake. */
+function failUnlessCallers(span: Span, err: unknown): void {
+  if (!callerFault(err)) failSpan(span, err);
+}
+
+/**
+ * Runs `fn` in a new child span of the current one, ended when `fn` settles; a rejection marks it
+ * failed, unless it is the caller's mistake (`callerFault`).
  *
  * In a trace the sampler did not pick (most requests: TRACES_SAMPLE_RATIO), no child is made:
  * `fn` runs in the current span, and a rejection marks that span failed, so the trace is still
@@ -76,7 +92,7 @@ export function inSpan<T>(name: string, attributes: Attributes, fn: (span: Span)
     try {
       return await fn(span);
     } catch (err) {
-      failSpan(span, err);
+      failUnlessCallers(span, err);
       throw err;
     } finally {
       span.end();
@@ -95,9 +111,18 @@ export async function failing<T>(span: Span, fn: (span: Span) => Promise<T>): Pr
   try {
     return await fn(span);
   } catch (err) {
-    failSpan(span, err);
+    failUnlessCallers(span, err);
     throw err;
   }
+}
+
+/**
+ * Runs `fn` outside any trace: for a callback that runs in the context of whatever opened its
+ * resource (a pooled connection's 'error', in the request that opened the connection), so that
+ * its log line carries no ids of a request long finished.
+ */
+export function outsideTraces<T>(fn: () => T): T {
+  return context.with(ROOT_CONTEXT, fn);
 }
 
 /** An event on the current span, if one is recording. */
