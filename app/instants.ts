@@ -8,9 +8,10 @@
 
 /**
  * Nothing before 1970 is taken: nothing was metered then, JavaScript's Date.UTC reads years
- * 0-99 as 1900-1999, which would move such a date silently, and Postgres has no year 0. A day
- * is checked as written; a date-time once its offset is applied, so `1970-01-01T00:30:00+01:00`
- * (1969 in UTC) is refused and `1970-01-01T01:00:00+01:00` (the epoch) is taken.
+ * 0-99 as 1900-1999, which would move such a date silently, and Postgres has no year 0. The
+ * year is checked as written, and a date-time's also once its offset is applied, so
+ * `1970-01-01T00:30:00+01:00` (1969 in UTC) is refused, `1970-01-01T01:00:00+01:00` (the epoch)
+ * is taken, and `1969-12-31T23:30:00-01:00` (1970 in UTC, written in 1969) is refused.
  */
 export const MIN_YEAR = 1970;
 

@@ -42,6 +42,7 @@ function readIsoTime(text: string): Reading {
 
 /** What keeps `text` from being a time the API takes, most specific first. */
 function problemWith(text: string): string {
+  if (text.trim() === '') return 'is only white space: give a time';
   if (text !== text.trim()) return 'has white space around it: give the time alone';
   const m = ISO_TIME.exec(text);
   if (!m) return 'is not an ISO-8601 time';
@@ -49,9 +50,9 @@ function problemWith(text: string): string {
   if (h !== undefined && zone === undefined) {
     return 'has no UTC offset: add Z for UTC or the offset it was written in (+01:00); without one it would mean a different run on every machine';
   }
-  // Before Date.UTC, which reads the years 0-99 as 1900-1999.
-  if (Number(y) < MIN_YEAR) return `is before the year ${MIN_YEAR}`;
   const [year, month, day, hour, minute, second] = [y, mo, d, h ?? '0', mi ?? '0', s ?? '0'].map(Number) as [number, number, number, number, number, number];
+  // Before Date.UTC, which reads the years 0-99 as 1900-1999.
+  if (year < MIN_YEAR) return beforeMinYear(text, year);
   const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
   if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return NOT_REAL;
   const offsetMin = zone === undefined ? 0 : offsetMinutes(zone);
@@ -60,6 +61,19 @@ function problemWith(text: string): string {
   const ms = Date.UTC(year, month - 1, day, hour, minute, second, Math.floor(Number(`0.${frac ?? '0'}`) * 1_000)) - offsetMin * 60_000;
   if (ms < 0) return `is ${new Date(ms).toISOString()} in UTC, before the year ${MIN_YEAR}`;
   return 'is not written the way the API writes times: YYYY-MM-DDThh:mm:ss, a fraction if any, then Z or ±hh:mm (upper-case T and Z)';
+}
+
+/**
+ * A time written before 1970. One written on 1969-12-31 west of UTC may be 1970 in UTC
+ * (`1969-12-31T23:30:00-01:00`): the year is still checked as written, as the API checks it,
+ * and the message gives the same instant in a form both take.
+ */
+function beforeMinYear(text: string, year: number): string {
+  const written = `is before the year ${MIN_YEAR}`;
+  if (year !== MIN_YEAR - 1 || !DATE_TIME_PATTERN.test(text.replace(/^\d{4}/, String(MIN_YEAR + 1)))) return written;
+  const ms = instantMs(text);
+  if (ms < 0) return written;
+  return `is written in ${year}, though it is ${new Date(ms).toISOString()} in UTC: a date-time's year must be ${MIN_YEAR} or later as written, as the API takes it, so give it in UTC (${new Date(ms).toISOString()})`;
 }
 
 /** The minutes of `Z`, `+01:00`, `-0500` or `+01`; undefined for a minute past 59. */
@@ -117,8 +131,10 @@ function readFlags(job: string, args: readonly string[]): { time?: string; force
 /** The job's flags and its scheduled time: SCHEDULED_TIME or --scheduled-time (the same instant if both), else now. */
 export function parseJobArgs(job: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env, now: Date = new Date()): JobArgs {
   const { time, force } = readFlags(job, args);
-  // An empty SCHEDULED_TIME counts as unset; any other value is read as given, as the API reads a time.
-  const fromEnv = env.SCHEDULED_TIME?.trim() ? env.SCHEDULED_TIME : undefined;
+  // An empty SCHEDULED_TIME counts as unset; any other value, white space alone included, is
+  // read as given, as the API reads a time (a run at "now" for a broken input would get a new
+  // run key on every retry of its task).
+  const fromEnv = env.SCHEDULED_TIME === '' ? undefined : env.SCHEDULED_TIME;
   const envTime = fromEnv === undefined ? undefined : timeFrom('SCHEDULED_TIME', fromEnv);
   const flagTime = time === undefined ? undefined : timeFrom('--scheduled-time', time);
   if (envTime && flagTime && envTime.getTime() !== flagTime.getTime()) {

@@ -107,7 +107,9 @@ describe('bad input', () => {
 
   it.each([
     ['2025-01-02T00:00:00+23:59', 'has the UTC offset +23:59: it must have a UTC offset between -18:00 and +18:00'],
-    ['1969-12-31T23:00:00-02:00', 'is before the year 1970'],
+    ['1969-12-31T23:00:00-02:00', 'is written in 1969, though it is 1970-01-01T01:00:00.000Z in UTC: a date-time\'s year must be 1970 or later as written, as the API takes it, so give it in UTC (1970-01-01T01:00:00.000Z)'],
+    ['1969-12-31T23:00:00-01:00', 'is written in 1969, though it is 1970-01-01T00:00:00.000Z in UTC: a date-time\'s year must be 1970 or later as written, as the API takes it, so give it in UTC (1970-01-01T00:00:00.000Z)'],
+    ['1969-12-31T22:59:59-01:00', 'is before the year 1970'],
     ['1970-01-01T00:00:00+01:00', 'is 1969-12-31T23:00:00.000Z in UTC, before the year 1970'],
     ['2025-01-02T01:15+01:00', 'is not written the way the API writes times: YYYY-MM-DDThh:mm:ss, a fraction if any, then Z or ±hh:mm (upper-case T and Z)'],
   ])('%s exits 2 with the API\'s rule', async (time, problem) => {
@@ -137,9 +139,10 @@ describe('bad input', () => {
     expect(r.stdout).toBe('');
     // A bad value is named as bad whichever side it is on.
     expect(() => parseJobArgs('billing-run', ['--scheduled-time', 'garbage'], { SCHEDULED_TIME: '2025-01-02T00:15:00Z' })).toThrow(/^--scheduled-time "garbage" is not an ISO-8601 time/);
-    // Read as given, as the API reads a time: white space around it is refused, an empty value is unset.
+    // Read as given, as the API reads a time: white space around it, or alone, is refused; an empty value is unset.
     expect(() => parseJobArgs('billing-run', [], { SCHEDULED_TIME: ' 2025-01-02T00:15:00Z\n' })).toThrow(/^SCHEDULED_TIME " 2025-01-02T00:15:00Z\\n" has white space around it: give the time alone\./);
-    expect(parseJobArgs('billing-run', [], { SCHEDULED_TIME: ' ' }, new Date(0)).scheduledTimeSource).toBe('now');
+    expect(() => parseJobArgs('billing-run', [], { SCHEDULED_TIME: ' ' })).toThrow(/^SCHEDULED_TIME " " is only white space: give a time\./);
+    expect(parseJobArgs('billing-run', [], { SCHEDULED_TIME: '' }, new Date(0)).scheduledTimeSource).toBe('now');
     expect(parseJobArgs('billing-run', ['--scheduled-time', '2025-01-02T01:15:00+01:00'], { SCHEDULED_TIME: '2025-01-02T00:15:00Z' })).toEqual({
       scheduledTime: new Date('2025-01-02T00:15:00Z'),
       scheduledTimeSource: 'SCHEDULED_TIME',
