@@ -8,24 +8,9 @@
  * checked before the configuration (zod), the logger (pino) and the job machinery load; a
  * job then writes its first log line, and only then loads them (docs/performance.md#process-start).
  */
-import { CONTAINER_COMMANDS, InvalidJobsTableError, JOBS } from '../lib/jobs.js';
-import { checkJobsTable } from './jobs-table-check.js';
+import { checkCommand, usage } from './command-check.js';
 import { EXIT, StartupProblem, UsageError } from './errors.js';
-import { parseJobArgs, refuseFutureTime, scheduledTimeSkewMs } from './jobs/args.js';
 import { describeStart, exitOnLoadFailure, startupLine } from './startup-guard.js';
-
-export function usage(): string {
-  return [
-    'Usage: node dist/app/main.js                 run the HTTP API',
-    '       node dist/app/main.js <job> [--scheduled-time ISO] [--force]   run one job and exit',
-    '       node dist/app/main.js migrate         apply the database migrations and exit',
-    '       node dist/app/main.js jobs [--json]   print the jobs: schedule, next runs, Fargate cost',
-    '       node dist/app/main.js runs [<job>] [--limit N]   print the recent job runs',
-    '       node dist/app/main.js seed [--accounts N] [--days D]   migrate, then create demo data',
-    '',
-    `Jobs: ${JOBS.map((j) => j.name).join(', ')}`,
-  ].join('\n');
-}
 
 /** A module of a command, loaded when the command runs; one that fails to load ends the process as the entry does. */
 function load<T>(module: Promise<T>): Promise<T> {
@@ -38,37 +23,17 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(`${usage()}\n`);
     return;
   }
-  if (command !== undefined && !CONTAINER_COMMANDS.includes(command as (typeof CONTAINER_COMMANDS)[number]) && !JOBS.some((j) => j.name === command)) {
-    throw new UsageError(
-      `Unknown job "${command}". Known jobs: ${JOBS.map((j) => j.name).join(', ')} (or the commands: ${CONTAINER_COMMANDS.join(', ')}).\n\n${usage()}`,
-      'UNKNOWN_JOB',
-    );
-  }
-  // A job, or the table's listing, runs only from a valid table: an edit that synth would refuse
-  // (a bad schedule, a duplicate name, a timeout longer than the gap) is refused here too, with
-  // every problem named (the build has checked it once: app/jobs-table-check.ts). The server
-  // does not read the table.
-  if (command === 'jobs' || JOBS.some((j) => j.name === command)) {
-    try {
-      checkJobsTable(JOBS);
-    } catch (err) {
-      if (err instanceof InvalidJobsTableError) throw new UsageError(err.message);
-      throw err;
-    }
-  }
+  const jobArgs = checkCommand(command, rest);
   if (command === 'jobs') {
     // Works without a database: the run lengths then come from a stated assumption.
     const { runJobsCommand } = await load(import('./jobs/list.js'));
     await runJobsCommand(rest);
     return;
   }
-  const isJob = command !== undefined && !CONTAINER_COMMANDS.includes(command as (typeof CONTAINER_COMMANDS)[number]);
-  const jobArgs = isJob ? parseJobArgs(command, rest) : undefined;
-  if (isJob) {
-    refuseFutureTime(jobArgs!, scheduledTimeSkewMs());
+  if (jobArgs !== undefined) {
     // The job's first line, before the heavy modules load (most of its start-up):
     // what runs, for when, in which process.
-    const { scheduledTime, scheduledTimeSource } = jobArgs!;
+    const { scheduledTime, scheduledTimeSource } = jobArgs;
     startupLine(
       'info',
       { job: command, scheduledTime: scheduledTime.toISOString(), pid: process.pid, node: process.version },
@@ -91,7 +56,7 @@ async function main(argv: string[]): Promise<void> {
     await runSeedCommand(rest, config);
   } else {
     const { runJobCommand } = await load(import('./jobs/cli.js'));
-    await runJobCommand(command, jobArgs!, config);
+    await runJobCommand(command!, jobArgs!, config);
   }
 }
 

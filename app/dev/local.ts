@@ -18,6 +18,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { JOBS } from '../../lib/jobs.js';
+import { checkCommand } from '../command-check.js';
+import { EXIT, UsageError } from '../errors.js';
 import { portTakenMessage } from '../port-owner.js';
 import { DEFAULT_LOCAL_PG_PORT, LocalPostgresError, spawnPostgresHost } from './embedded-postgres.js';
 import { lockLocalPostgres } from './local-lock.js';
@@ -113,8 +115,32 @@ function devAdminKey(): string {
   return readFileSync(DEV_ADMIN_KEY_FILE, 'utf8').trim();
 }
 
+/** `npm run job` names its command `--job`: it then needs a job's name, rather than running the API. */
+const JOB_MARKER = '--job';
+
+/**
+ * The container's own check of the command and a job's arguments (app/command-check.ts),
+ * before any Postgres is started or migrated: a mistake exits 2 having done nothing.
+ */
+function checkArgs(marked: string[]): string[] {
+  const asJob = marked[0] === JOB_MARKER;
+  const args = asJob ? marked.slice(1) : marked;
+  try {
+    if (asJob && (args[0] === undefined || !JOBS.some((j) => j.name === args[0]))) {
+      const named = args[0] === undefined ? 'no job' : `"${args[0]}", which is not a job`;
+      throw new UsageError(`npm run job -- <job> [--scheduled-time ISO] [--force]: given ${named}. Jobs: ${JOBS.map((j) => j.name).join(', ')}.`);
+    }
+    checkCommand(args[0], args.slice(1));
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    process.exit(EXIT.usage);
+  }
+  return args;
+}
+
 async function main(): Promise<void> {
-  const args = process.argv.slice(2);
+  const args = checkArgs(process.argv.slice(2));
   const pg = process.env.DATABASE_URL ? undefined : await localPostgres(args[0]);
   const env: NodeJS.ProcessEnv = pg ? { ...process.env, DATABASE_URL: pg.url } : { ...process.env };
   if (pg && needsMigration(args[0])) await migrateFirst(env);

@@ -1,4 +1,9 @@
 /** The job command line: the run key's time, the flags, and bad input (exit 2, a clear message, nothing done). */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { JOBS } from '../../lib/jobs.js';
@@ -219,5 +224,44 @@ describe('an invalid jobs table', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('npm run job (the local launcher)', () => {
+  /**
+   * The launcher with no DATABASE_URL, its local Postgres's port held by another listener and
+   * its data folder new: a launcher that started (or looked for) Postgres before checking the
+   * arguments would exit 1 on the port, or leave the folder made.
+   */
+  async function launch(args: string[]): Promise<{ code: number | null; stderr: string; stdout: string; folderMade: boolean }> {
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const dataDir = path.join(mkdtempSync(path.join(tmpdir(), 'launcher-')), 'postgres');
+    try {
+      const r = spawnSync(process.execPath, ['dist/app/dev/local.js', ...args], {
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, LOCAL_PG_PORT: String((holder.address() as net.AddressInfo).port), LOCAL_PG_DATA_DIR: dataDir },
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      return { code: r.status, stderr: r.stderr, stdout: r.stdout, folderMade: existsSync(dataDir) };
+    } finally {
+      holder.close();
+    }
+  }
+
+  it.each([
+    [['--job', 'billing-run', '--bogus'], /^Unknown argument "--bogus" for job billing-run\./],
+    [['--job', 'billing-run', '--scheduled-time', 'garbage'], /^--scheduled-time "garbage" is not an ISO-8601 time/],
+    [['--job', 'billing-run', '--scheduled-time', '2999-01-01T00:00:00Z'], /2999-01-01T00:00:00\.000Z/],
+    [['--job', 'bill-everyone'], /^npm run job -- <job> \[--scheduled-time ISO\] \[--force\]: given "bill-everyone", which is not a job\. Jobs: /],
+    [['--job', 'migrate'], /given "migrate", which is not a job/],
+    [['--job'], /given no job\. Jobs: /],
+    [['bill-everyone'], /^Unknown job "bill-everyone"/],
+  ])('%j exits 2 before any Postgres is looked for, started or migrated', async (args, message) => {
+    const r = await launch(args);
+    expect(r.code).toBe(EXIT.usage);
+    expect(r.stderr).toMatch(message);
+    expect(r.stdout).toBe('');
+    expect(r.folderMade).toBe(false);
   });
 });
