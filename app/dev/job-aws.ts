@@ -26,7 +26,7 @@ import { STAGES } from '../../lib/defaults.js';
 import { executionConsoleUrl } from '../../lib/job-flow.js';
 import { JOBS } from '../../lib/jobs.js';
 import { EXIT, UsageError } from '../errors.js';
-import { parseIsoTime } from '../jobs/args.js';
+import { isoTimeProblem, parseIsoTime, refuseFutureTime, scheduledTimeSkewMs } from '../jobs/args.js';
 import { awsSetupAdvice } from './aws-errors.js';
 import { contextStackName } from './stack-name.js';
 
@@ -41,36 +41,45 @@ export interface JobAwsArgs {
   readonly stack: string;
 }
 
-export function parseJobAwsArgs(args: readonly string[], now: Date = new Date()): JobAwsArgs {
-  const enabled: string[] = JOBS.filter((j) => j.enabled).map((j) => j.name);
+/** The flags as given, in either form (`--stage prod`, `--stage=prod`), each at most once, and the job's name. */
+function readAwsFlags(args: readonly string[]): { job?: string; flags: Map<string, string> } {
+  const flags = new Map<string, string>();
   let job: string | undefined;
-  let time: string | undefined;
-  let wait = false;
-  let stack: string | undefined;
-  let stage: string | undefined;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
-    if (arg === '--wait') wait = true;
-    else if (arg === '--scheduled-time' || arg === '--stack' || arg === '--stage') {
-      const value = args[++i];
-      if (value === undefined) throw new UsageError(`${arg} needs a value. ${USAGE}`);
-      if (arg === '--stack') stack = value;
-      else if (arg === '--stage') stage = value;
-      else time = value;
-    } else if (arg.startsWith('--')) throw new UsageError(`Unknown flag "${arg}". Valid flags: --scheduled-time <ISO-8601>, --wait, --stage <${STAGES.join('|')}>, --stack <name>. ${USAGE}`);
-    else if (job === undefined) job = arg;
-    else throw new UsageError(`One job at a time, got "${job}" and "${arg}". ${USAGE}`);
+    const [flag, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
+    if (!arg.startsWith('--')) {
+      if (job !== undefined) throw new UsageError(`One job at a time, got "${job}" and "${arg}". ${USAGE}`);
+      job = arg;
+      continue;
+    }
+    if (!VALUED_FLAGS.includes(flag) && flag !== '--wait') throw new UsageError(`Unknown flag "${arg}". Valid flags: --scheduled-time <ISO-8601>, --wait, --stage <${STAGES.join('|')}>, --stack <name>. ${USAGE}`);
+    const value = flag === '--wait' ? (inline === undefined ? 'yes' : undefined) : (inline ?? args[++i]);
+    if (value === undefined || value === '') throw new UsageError(`${flag} ${flag === '--wait' ? 'takes no value' : 'needs a value'}. ${USAGE}`);
+    const earlier = flags.get(flag);
+    if (earlier !== undefined) throw new UsageError(`${flag} is given twice${flag === '--wait' ? '' : ` (${JSON.stringify(earlier)} and ${JSON.stringify(value)})`}; an execution has one meaning, so give it once.`);
+    flags.set(flag, value);
   }
+  return { job, flags };
+}
+
+const VALUED_FLAGS = ['--scheduled-time', '--stack', '--stage'];
+
+export function parseJobAwsArgs(args: readonly string[], now: Date = new Date()): JobAwsArgs {
+  const enabled: string[] = JOBS.filter((j) => j.enabled).map((j) => j.name);
+  const { job, flags } = readAwsFlags(args);
+  const [stack, stage, time] = [flags.get('--stack'), flags.get('--stage'), flags.get('--scheduled-time')];
+  if (stack !== undefined && stage !== undefined) throw new UsageError(`--stack "${stack}" and --stage "${stage}" both name the stack; give one. ${USAGE}`);
   if (stage !== undefined && !(STAGES as readonly string[]).includes(stage)) throw new UsageError(`--stage "${stage}" is not a stage; accepted: ${STAGES.join(', ')}. ${USAGE}`);
   if (job === undefined) throw new UsageError(`Which job? Enabled jobs: ${enabled.join(', ')}. ${USAGE}`);
   if (!enabled.includes(job)) throw new UsageError(`No enabled job "${job}" in lib/jobs.ts. Enabled jobs: ${enabled.join(', ')}.`, 'UNKNOWN_JOB');
-  let scheduledTime = now;
-  if (time !== undefined) {
-    const parsed = parseIsoTime(time);
-    if (!parsed) throw new UsageError(`--scheduled-time "${time}" is not an ISO-8601 time with a UTC offset; accepted: 2025-01-02T00:15:00Z, 2025-01-02T01:15:00+01:00, 2025-01-02`);
-    scheduledTime = parsed;
+  const scheduledTime = time === undefined ? now : parseIsoTime(time);
+  if (scheduledTime === undefined) {
+    throw new UsageError(`--scheduled-time "${time}" ${isoTimeProblem(time!)}; accepted: 2025-01-02T00:15:00Z, 2025-01-02T01:15:00+01:00, 2025-01-02`);
   }
-  return { job, scheduledTime: scheduledTime.toISOString(), wait, stack: stack ?? contextStackName(stage) };
+  // The task would refuse it (exit 2) and the execution alert: refused here instead.
+  refuseFutureTime({ scheduledTime, scheduledTimeSource: time === undefined ? 'now' : '--scheduled-time', force: false }, scheduledTimeSkewMs(), now);
+  return { job, scheduledTime: scheduledTime.toISOString(), wait: flags.has('--wait'), stack: stack ?? contextStackName(stage) };
 }
 
 /** The task started by a TaskSubmitted event of runTask.sync: its ARN, from RunTask's answer. */

@@ -152,11 +152,33 @@ describe('npm run job:aws', () => {
     expect(unknown.stderr).toBe('No enabled job "billing" in lib/jobs.ts. Enabled jobs: billing-run, report-aggregation, data-cleanup, weekly-export.\n');
     const time = await jobAws(['billing-run', '--scheduled-time', '2025-03-10T00:15:00'], aws.env);
     expect(time.code).toBe(2);
-    expect(time.stderr).toMatch(/^--scheduled-time "2025-03-10T00:15:00" is not an ISO-8601 time with a UTC offset/);
+    expect(time.stderr).toMatch(/^--scheduled-time "2025-03-10T00:15:00" has no UTC offset: add Z for UTC/);
     const flag = await jobAws(['billing-run', '--force'], aws.env);
     expect(flag.code).toBe(2);
     expect(flag.stderr).toMatch(/^Unknown flag "--force"/);
     expect(aws.sfn.requests).toEqual([]);
+  });
+
+  it.each([
+    [['billing-run', '--stage', 'dev', '--stage=prod'], '--stage is given twice ("dev" and "prod"); an execution has one meaning, so give it once.'],
+    [['billing-run', '--scheduled-time', '2025-03-10T00:15:00Z', '--scheduled-time', '2025-03-11T00:15:00Z'], '--scheduled-time is given twice ("2025-03-10T00:15:00Z" and "2025-03-11T00:15:00Z"); an execution has one meaning, so give it once.'],
+    [['billing-run', '--wait', '--wait'], '--wait is given twice; an execution has one meaning, so give it once.'],
+    [['billing-run', '--stack', 'Staging', '--stage', 'prod'], '--stack "Staging" and --stage "prod" both name the stack; give one.'],
+    [['billing-run', '--scheduled-time', '2999-01-01T00:00:00Z'], '--scheduled-time 2999-01-01T00:00:00.000Z is in the future'],
+    [['billing-run', '--wait=yes'], '--wait takes no value.'],
+  ])('%j: one meaning or exit 2, with no request', async (args, message) => {
+    const aws = await fakeAws({ statuses: ['RUNNING'], submittedAt: [] });
+    const out = await jobAws(args, aws.env);
+    expect(out).toMatchObject({ code: 2, stdout: '' });
+    expect(out.stderr.startsWith(message)).toBe(true);
+    expect(aws.sfn.requests).toEqual([]);
+  });
+
+  it('takes --flag=value as --flag value', async () => {
+    const aws = await fakeAws({ statuses: ['RUNNING'], submittedAt: [] });
+    const out = await jobAws(['billing-run', '--stage=prod', '--scheduled-time=2025-03-10T00:15:00Z'], aws.env);
+    expect(out.code).toBe(2);
+    expect(out.stderr).toMatch(/^No state machine named EcsSaasBackend-prod-billing-run in us-east-1/);
   });
 
   it('says which state machine it looked for when the stack is not deployed there (exit 2)', async () => {
