@@ -23,7 +23,7 @@ export interface JobArgs {
 
 // Loose on purpose: it reads what a person may type, to say what is wrong with it. What is
 // taken is only what the API takes (DAY_PATTERN, DATE_TIME_PATTERN).
-const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
 
 type Reading = { readonly time: Date; readonly problem?: undefined } | { readonly time?: undefined; readonly problem: string };
 
@@ -56,7 +56,7 @@ function problemWith(text: string): string {
   const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
   if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return NOT_REAL;
   const offsetMin = zone === undefined ? 0 : offsetMinutes(zone);
-  if (offsetMin === undefined) return NOT_REAL;
+  if (offsetMin === undefined) return `has the UTC offset ${zone}, whose minutes are past 59: it must have ${OFFSET_RULE}`;
   if (!offsetInUse(offsetMin)) return `has the UTC offset ${zone}: it must have ${OFFSET_RULE}`;
   const ms = Date.UTC(year, month - 1, day, hour, minute, second, Math.floor(Number(`0.${frac ?? '0'}`) * 1_000)) - offsetMin * 60_000;
   if (ms < 0) return `is ${new Date(ms).toISOString()} in UTC, before the year ${MIN_YEAR}`;
@@ -96,11 +96,20 @@ export function parseIsoTime(text: string): Date | undefined {
 
 const FORMS = 'Use a UTC time like 2025-01-02T00:15:00Z, a time with its offset like 2025-01-02T01:15:00+01:00, or a date like 2025-01-02 (midnight UTC).';
 
+/** The longest value a message quotes whole: a longer one is cut, saying how long it was. */
+const QUOTED_MAX = 100;
+
+/** `value` in quotes, as JSON writes it (control characters visible), cut after QUOTED_MAX characters. */
+function quoted(value: string): string {
+  if (value.length <= QUOTED_MAX) return JSON.stringify(value);
+  return `${JSON.stringify(value.slice(0, QUOTED_MAX))}... (${value.length} characters)`;
+}
+
 /** The instant `value` from `source` names, or a usage error naming both and the accepted forms. */
 function timeFrom(source: string, value: string): Date {
   const reading = readIsoTime(value);
   if (reading.time) return reading.time;
-  throw new UsageError(`${source} ${JSON.stringify(value)} ${reading.problem}. ${FORMS}`);
+  throw new UsageError(`${source} ${quoted(value)} ${reading.problem}. ${FORMS}`);
 }
 
 /** The flags as given: each known one at most once. */
@@ -109,7 +118,7 @@ function readFlags(job: string, args: readonly string[]): { time?: string; force
   const once = (flag: string, value: string) => {
     const earlier = given.get(flag);
     if (earlier !== undefined) {
-      const both = flag === '--force' ? '' : ` (${JSON.stringify(earlier)} and ${JSON.stringify(value)})`;
+      const both = flag === '--force' ? '' : ` (${quoted(earlier)} and ${quoted(value)})`;
       throw new UsageError(`${flag} is given twice${both}; a run has one meaning, so give it once.`);
     }
     given.set(flag, value);
@@ -122,7 +131,7 @@ function readFlags(job: string, args: readonly string[]): { time?: string; force
       if (value === undefined || value === '') throw new UsageError(`--scheduled-time needs a value, e.g. --scheduled-time 2025-01-02T00:15:00Z`);
       once('--scheduled-time', value);
     } else {
-      throw new UsageError(`Unknown argument "${arg}" for job ${job}. Valid flags: ${JOB_FLAGS.join(', ')}.`);
+      throw new UsageError(`Unknown argument ${quoted(arg)} for job ${job}. Valid flags: ${JOB_FLAGS.join(', ')}.`);
     }
   }
   return { time: given.get('--scheduled-time'), force: given.has('--force') };

@@ -117,6 +117,9 @@ describe('bad input', () => {
     ['1969-12-31T22:59:59-01:00', 'is before the year 1970'],
     ['1970-01-01T00:00:00+01:00', 'is 1969-12-31T23:00:00.000Z in UTC, before the year 1970'],
     ['2025-01-02T01:15+01:00', 'is not written the way the API writes times: YYYY-MM-DDThh:mm:ss, a fraction if any, then Z or ±hh:mm (upper-case T and Z)'],
+    ['2025-01-02T00:15:00+01:60', 'has the UTC offset +01:60, whose minutes are past 59: it must have a UTC offset between -18:00 and +18:00'],
+    ['2025-01-02T00:15:00.1234567890123', 'has no UTC offset: add Z for UTC or the offset it was written in (+01:00); without one it would mean a different run on every machine'],
+    ['2025-02-30T00:15:00.1234567890Z', 'is not a real calendar date and time'],
   ])('%s exits 2 with the API\'s rule', async (time, problem) => {
     const r = await run(['billing-run', '--scheduled-time', time], NO_DB);
     expect(r.code).toBe(2);
@@ -153,6 +156,18 @@ describe('bad input', () => {
       scheduledTimeSource: 'SCHEDULED_TIME',
       force: false,
     });
+  });
+
+  it('quotes a long value cut, saying how long it was', () => {
+    const long = `2025-01-02T00:15:00Z${'x'.repeat(120_000)}`;
+    let message = '';
+    try {
+      parseJobArgs('billing-run', ['--scheduled-time', long], {});
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toMatch(/^--scheduled-time "2025-01-02T00:15:00Zx+"\.\.\. \(120020 characters\) is not an ISO-8601 time\./);
+    expect(message.length).toBeLessThan(500);
   });
 
   it('an unknown flag exits 2 and lists the valid flags', async () => {
