@@ -211,7 +211,8 @@ export function validateJobs(jobs: readonly JobDefinition[], now: Date = new Dat
     }
     const skipped = schedule ? skippedRuns(schedule, now) : [];
     if (skipped.length > 0) {
-      bad('schedule', `${job.schedule} in ${job.timeZone} names a time the clocks skip: ${skipped[0]} does not exist there, and EventBridge Scheduler skips that run, ` +
+      const more = skipped.length > 1 ? ` (and ${skipped.length - 1} more, the last ${skipped.at(-1)})` : '';
+      bad('schedule', `${job.schedule} in ${job.timeZone} names a time the clocks skip: ${skipped[0]}${more} does not exist there, and EventBridge Scheduler skips that run, ` +
         'so its period would never be worked on; pick a time outside the hour the clocks skip (for a job that runs hourly or more often, use rate())');
     }
 

@@ -22,7 +22,7 @@
  * A `rate()` is a fixed duration after the previous invocation, whatever the zone.
  */
 import { Cron } from 'croner';
-import { DAY_MS, MINUTE_MS, isTimeZone, offsetMs, springChanges, wallClock } from './time-zones.js';
+import { DAY_MS, GUARD_YEARS, LAST_CRON_YEAR, MINUTE_MS, SPRING_LOOKAHEAD_MS, isTimeZone, offsetMs, springChanges, wallClock } from './time-zones.js';
 
 export { isTimeZone, wallClock };
 
@@ -203,17 +203,17 @@ export function longestIntervalMs(schedule: Schedule, from: Date = new Date()): 
 }
 
 /**
- * The wall times ("2027-03-28 02:30") in the year and a week after `from`
- * (SPRING_LOOKAHEAD_MS: every yearly rule's next spring change) at which a cron schedule in a
- * time zone would run but for the spring change: they do not exist, and Scheduler skips them
- * (see the top of this module). Empty for a rate() or a schedule in UTC.
+ * The wall times ("2027-03-28 02:30") at which a cron schedule in a time zone would run but for
+ * a spring change: they do not exist, and Scheduler skips them (see the top of this module).
+ * Looked for over the years the schedule can run (guardSpanMs). Empty for a rate() or a
+ * schedule in UTC.
  */
 export function skippedRuns(schedule: Schedule, from: Date = new Date()): string[] {
   const zone = schedule.timeZone ?? UTC;
   if (schedule.kind === 'rate' || zone === UTC) return [];
   const wallCron = toCron(schedule.fields);
   const skipped: string[] = [];
-  for (const change of springChanges(zone, from.getTime())) {
+  for (const change of springChanges(zone, from.getTime(), guardSpanMs(schedule.fields, from))) {
     // Wall times from the old clock's reading at the change up to the new one's do not exist;
     // cron times are whole minutes, so the walk starts on one.
     const first = Math.ceil((change.at + change.before) / MINUTE_MS) * MINUTE_MS;
@@ -222,4 +222,19 @@ export function skippedRuns(schedule: Schedule, from: Date = new Date()): string
     }
   }
   return skipped;
+}
+
+/**
+ * How far after `from` the guard looks: GUARD_YEARS and a week (every date and weekday a yearly
+ * rule meets), or to the end of the last year the cron's year field names, if later (`2060`,
+ * `2030-2070`; a step such as `2028/4` runs to LAST_CRON_YEAR).
+ */
+export function guardSpanMs(fields: string, from: Date): number {
+  const [y, m, d] = [from.getUTCFullYear(), from.getUTCMonth(), from.getUTCDate()];
+  // GUARD_YEARS - 1 calendar years, then the year and a week that finds a yearly rule's next change.
+  const cycle = Date.UTC(y + GUARD_YEARS - 1, m, d) - Date.UTC(y, m, d) + SPRING_LOOKAHEAD_MS;
+  const year = fields.split(' ')[5]!;
+  if (year === '*') return cycle;
+  const last = year.includes('/') ? LAST_CRON_YEAR : Math.max(...(year.match(/\d{4}/g) ?? ['0']).map(Number));
+  return Math.max(cycle, Date.UTC(Math.min(last, LAST_CRON_YEAR) + 1, 0, 8) - from.getTime());
 }

@@ -60,11 +60,21 @@ export interface SpringChange {
 }
 
 /**
- * How far ahead the guard looks for spring changes: a year and a week. A yearly rule changes
+ * A year and a week: the span that holds a yearly rule's next change from any instant (the
+ * daylight-saving guard's last year, GUARD_YEARS below). A yearly rule changes
  * the clocks on a weekday ("the second Sunday in March"), so two changes in a row can be 371
  * days apart; a shorter look-ahead from the day after one change would miss the next.
  */
 export const SPRING_LOOKAHEAD_MS = 373 * DAY_MS;
+
+/**
+ * How many years the daylight-saving guard looks at: the Gregorian calendar's weekdays repeat
+ * every 28 years (from 1901 to 2099), so a yearly rule ("the second Sunday in March") meets
+ * every date and weekday a schedule can name within 28 years of changes.
+ */
+export const GUARD_YEARS = 28;
+/** The last year an EventBridge cron's year field can name. */
+export const LAST_CRON_YEAR = 2199;
 
 /** The spring changes of each zone after a start time; five zones, looked up by every job. */
 const springChangesCache = new Map<string, readonly SpringChange[]>();

@@ -3,7 +3,8 @@
  * minutes), zones with daylight saving (Lord Howe's half-hour change, Troll's two-hour one,
  * Casablanca's Ramadan break, zones that dropped or moved their rules) and schedules:
  * - the daylight-saving guard refuses a schedule exactly when it names a wall time the
- *   clocks skip, checked against wall times tested one by one with Intl;
+ *   clocks skip in the years it looks at, checked against wall times tested one by one with Intl
+ *   on the days the clocks change (found day by day);
  * - a zoned job's periods tile time across every change: one local day each, meeting exactly.
  *
  * A short pass by default (seconds). More cases on demand: FC_NUM_RUNS=2000; a failure prints
@@ -13,8 +14,8 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { addDays, localDate, previousDay, previousWeek } from '../../app/jobs/periods.js';
 import { JOBS, validateJobs, type JobDefinition } from '../../lib/jobs.js';
-import { nextRuns, parseSchedule, skippedRuns } from '../../lib/schedule.js';
-import { DAY_MS, MINUTE_MS, SPRING_LOOKAHEAD_MS, wallClock } from '../../lib/time-zones.js';
+import { guardSpanMs, nextRuns, parseSchedule, skippedRuns } from '../../lib/schedule.js';
+import { DAY_MS, MINUTE_MS, wallClock } from '../../lib/time-zones.js';
 
 const NUM_RUNS = Number(process.env.FC_NUM_RUNS ?? 25);
 const SEED = process.env.FC_SEED === undefined ? undefined : Number(process.env.FC_SEED);
@@ -37,8 +38,13 @@ const cronFields = fc
     minutes: fc.uniqueArray(fc.integer({ min: 0, max: 59 }), { minLength: 1, maxLength: 2 }),
     hours: fc.uniqueArray(fc.oneof({ weight: 3, arbitrary: fc.integer({ min: 0, max: 4 }) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: 23 }) }), { minLength: 1, maxLength: 2 }),
     sundays: fc.boolean(),
+    // Any year, or years named: one, or a range, which the guard looks at to their end.
+    years: fc.oneof({ weight: 3, arbitrary: fc.constant('*') }, { weight: 1, arbitrary: fc.integer({ min: 2012, max: 2099 }).map(String) }, {
+      weight: 1,
+      arbitrary: fc.tuple(fc.integer({ min: 2012, max: 2099 }), fc.integer({ min: 0, max: 40 })).map(([a, n]) => `${a}-${Math.min(a + n, 2099)}`),
+    }),
   })
-  .map(({ minutes, hours, sundays }) => `${minutes.join(',')} ${hours.join(',')} ${sundays ? '? * SUN' : '* * ?'} *`);
+  .map(({ minutes, hours, sundays, years }) => `${minutes.join(',')} ${hours.join(',')} ${sundays ? '? * SUN' : '* * ?'} ${years}`);
 
 /** `zone`'s offset at `t`, read from Intl's wall clock (ms). */
 function offsetAt(t: number, zone: string): number {
@@ -57,11 +63,39 @@ function happens(wall: number, zone: string): boolean {
   return [...offsets].some((offset) => wallClock(new Date(wall - offset), zone) === text(wall));
 }
 
-/** The schedule's wall times from `fromWall` to `untilWall` that never happen in `zone`. */
+/** The last year the oracle knows a zone's changes for: past any look-ahead from an instant below, or a year field's. */
+const ORACLE_END = Date.UTC(2101, 0, 1);
+const changeDaysCache = new Map<string, number[]>();
+
+/**
+ * The instants (noon UTC) after which `zone`'s offset differs a day later, from 2012 to 2100:
+ * sampled every day with Intl, not as the guard finds them (weekly samples, then bisection).
+ */
+function changeDays(zone: string): number[] {
+  let days = changeDaysCache.get(zone);
+  if (days === undefined) {
+    days = [];
+    let before = offsetAt(Date.UTC(2011, 11, 31, 12), zone);
+    for (let t = Date.UTC(2011, 11, 31, 12); t < ORACLE_END; t += DAY_MS) {
+      const after = offsetAt(t + DAY_MS, zone);
+      if (after !== before) days.push(t);
+      before = after;
+    }
+    changeDaysCache.set(zone, days);
+  }
+  return days;
+}
+
+/** The schedule's wall times from `fromWall` to `untilWall` that never happen in `zone`: only a day when its clocks change can have one. */
 function wallTimesThatNeverHappen(fields: string, zone: string, fromWall: number, untilWall: number): string[] {
   // The schedule read in UTC gives its wall times as they are written.
-  const walls = nextRuns(parseSchedule(`cron(${fields})`), 4 * 400, new Date(fromWall)).map((d) => d.getTime()).filter((w) => w <= untilWall);
-  return walls.filter((w) => !happens(w, zone)).map(text);
+  const schedule = parseSchedule(`cron(${fields})`);
+  const never = new Set<string>();
+  for (const day of changeDays(zone).filter((t) => t >= fromWall - 2 * DAY_MS && t <= untilWall + 2 * DAY_MS)) {
+    const walls = nextRuns(schedule, 50, new Date(day - DAY_MS)).map((d) => d.getTime()).filter((w) => w <= day + 2 * DAY_MS);
+    for (const w of walls) if (w >= fromWall && w <= untilWall && !happens(w, zone)) never.add(text(w));
+  }
+  return [...never].sort();
 }
 
 const row = (schedule: string, timeZone: string): JobDefinition => ({
@@ -77,8 +111,8 @@ const refusedForGap = (problems: readonly string[]) => problems.some((p) => p.in
 describe('the daylight-saving guard', () => {
   it('finds the skipped time from any clock reading, not only a whole minute', () => {
     const at0230 = parseSchedule('cron(30 2 * * ? *)', 'America/New_York');
-    expect(skippedRuns(at0230, new Date('2026-12-03T20:23:00.000Z'))).toEqual(['2027-03-14 02:30']);
-    expect(skippedRuns(at0230, new Date('2026-12-03T20:23:45.083Z'))).toEqual(['2027-03-14 02:30']);
+    expect(skippedRuns(at0230, new Date('2026-12-03T20:23:00.000Z'))[0]).toBe('2027-03-14 02:30');
+    expect(skippedRuns(at0230, new Date('2026-12-03T20:23:45.083Z'))[0]).toBe('2027-03-14 02:30');
     expect(validateJobs([row('cron(30 2 * * ? *)', 'America/New_York')], new Date('2026-12-03T20:23:45.083Z'))).toEqual([
       expect.stringMatching(/^job "nightly-digest": schedule cron\(30 2 \* \* \? \*\) in America\/New_York names a time the clocks skip: 2027-03-14 02:30/),
     ]);
@@ -86,13 +120,23 @@ describe('the daylight-saving guard', () => {
 
   it('looks far enough ahead to find the next change of a yearly rule, 371 days after the last', () => {
     // New York changed on 2026-03-08 and changes next on 2027-03-14.
-    expect(skippedRuns(parseSchedule('cron(30 2 * * ? *)', 'America/New_York'), new Date('2026-03-08T07:00:30Z'))).toEqual(['2027-03-14 02:30']);
+    expect(skippedRuns(parseSchedule('cron(30 2 * * ? *)', 'America/New_York'), new Date('2026-03-08T07:00:30Z'))[0]).toBe('2027-03-14 02:30');
+  });
+
+  it('looks at every year a schedule runs in: 28 years for any year, to its end for a year named', () => {
+    const from = new Date('2026-12-03T20:26:38.541Z');
+    // March 8 is New York's change day in 2026, then not again until 2037.
+    expect(skippedRuns(parseSchedule('cron(30 2 8 3 ? *)', 'America/New_York'), from).slice(0, 2)).toEqual(['2037-03-08 02:30', '2043-03-08 02:30']);
+    expect(skippedRuns(parseSchedule('cron(30 2 * * ? 2028)', 'Europe/Berlin'), from)).toEqual(['2028-03-26 02:30']);
+    expect(skippedRuns(parseSchedule('cron(30 2 * * ? 2090-2091)', 'Europe/Berlin'), from)).toEqual(['2090-03-26 02:30', '2091-03-25 02:30']);
+    expect(refusedForGap(validateJobs([row('cron(30 2 * * ? 2028)', 'Europe/Berlin')], from))).toBe(true);
   });
 
   test.prop([cronFields, zone, instant], params)('refuses a schedule exactly when one of its wall times never happens', (fields, zone, from) => {
     const skipped = skippedRuns(parseSchedule(`cron(${fields})`, zone), from);
+    const span = guardSpanMs(fields, from);
     const fromWall = from.getTime() + offsetAt(from.getTime(), zone);
-    const untilWall = from.getTime() + SPRING_LOOKAHEAD_MS + offsetAt(from.getTime() + SPRING_LOOKAHEAD_MS, zone);
+    const untilWall = from.getTime() + span + offsetAt(from.getTime() + span, zone);
     // What it names never happens and is the schedule's; what never happens well inside the
     // look-ahead (a day from either end, clear of any offset) is named.
     const never = wallTimesThatNeverHappen(fields, zone, fromWall - DAY_MS, untilWall + DAY_MS);

@@ -35,9 +35,9 @@ describe('EventBridge Scheduler\'s daylight saving rules, in the app\'s schedule
       '2026-03-30T00:30:00.000Z', // 02:30 CEST
       '2026-03-31T00:30:00.000Z',
     ]);
-    expect(skippedRuns(at0230, new Date('2026-01-05T00:00:00Z'))).toEqual(['2026-03-29 02:30']);
+    expect(skippedRuns(at0230, new Date('2026-01-05T00:00:00Z')).slice(0, 2)).toEqual(['2026-03-29 02:30', '2027-03-28 02:30']);
     // Lord Howe Island moves its clocks by 30 minutes: only 02:00 to 02:30 is skipped.
-    expect(skippedRuns(parseSchedule('cron(15 2 * * ? *)', 'Australia/Lord_Howe'), new Date('2026-01-05T00:00:00Z'))).toEqual(['2026-10-04 02:15']);
+    expect(skippedRuns(parseSchedule('cron(15 2 * * ? *)', 'Australia/Lord_Howe'), new Date('2026-01-05T00:00:00Z'))[0]).toBe('2026-10-04 02:15');
     expect(skippedRuns(parseSchedule('cron(45 2 * * ? *)', 'Australia/Lord_Howe'), new Date('2026-01-05T00:00:00Z'))).toEqual([]);
   });
 
