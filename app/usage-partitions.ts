@@ -57,7 +57,7 @@ export async function partitionUsage(pool: Pool, logger: Logger, now = new Date(
     }
     try {
       const outcome = await moveOnce(client, logger, now);
-      if (outcome !== 'deferred') await ensurePartitions(client, now);
+      if (outcome !== 'deferred') await ensurePartitions(client, logger, now);
       return outcome;
     } finally {
       await client.query(`SELECT pg_advisory_unlock(${MOVER_LOCK})`);
@@ -87,18 +87,24 @@ async function takeMoverLock(client: PoolClient, waitMs: number): Promise<boolea
 /**
  * Makes the partitions from PARTITION_DAYS_BEHIND days ago to PARTITION_DAYS_AHEAD days ahead,
  * none for a day before `notBefore` (data-cleanup's retention cutoff: a day it would make there
- * it would retire in the same run, an exclusive lock on usage each time for nothing).
+ * it would retire in the same run, an exclusive lock on usage each time for nothing). A day
+ * whose locks are not granted within usage_make_partition's lock_timeout (a long query on
+ * usage) is skipped, with the days after it, and said in the log: the next run makes them.
  */
-export async function ensurePartitions(db: Pick<PoolClient, 'query'>, now = new Date(), notBefore?: Date): Promise<number> {
+export async function ensurePartitions(db: Pick<PoolClient, 'query'>, logger: Logger, now = new Date(), notBefore?: Date): Promise<number> {
   const behind = utcDay(now, -PARTITION_DAYS_BEHIND);
   const cutoff = notBefore === undefined ? behind : utcDay(notBefore, 0);
   // ISO dates compare as strings.
   const first = cutoff > behind ? cutoff : behind;
-  const { rows } = await db.query<{ made: number }>(
-    `SELECT usage_ensure_partitions($1::date, $2::date) AS made`,
+  const { rows } = await db.query<{ made: number; skipped: string[] }>(
+    `SELECT made, skipped::text[] AS skipped FROM usage_ensure_days($1::date, $2::date)`,
     [first, utcDay(now, PARTITION_DAYS_AHEAD)],
   );
-  return rows[0]!.made;
+  const { made, skipped } = rows[0]!;
+  if (skipped.length > 0) {
+    logger.warn({ skipped }, `usage partitions of ${skipped.length} day(s) not made (${skipped[0]} to ${skipped.at(-1)}): a lock was not granted in time (a long query on usage); usage for those days goes to usage_default meanwhile, and the next migrate or data-cleanup run makes them and moves it`);
+  }
+  return made;
 }
 
 async function moveOnce(client: PoolClient, logger: Logger, now: Date): Promise<MoveOutcome> {

@@ -51,7 +51,7 @@ export const dataCleanup = defineJob<CleanupCheckpoint>({
     const processed = () => state.deleted.usage + state.deleted.jobRuns;
     ctx.progress(processed(), null);
 
-    await withIdentity(ctx.pool, RETENTION, (db) => ensurePartitions(db, new Date(), cutoff.usage));
+    await withIdentity(ctx.pool, RETENTION, (db) => ensurePartitions(db, ctx.logger, new Date(), cutoff.usage));
     const days = await retireDays(ctx, cutoff.usage);
 
     while (!state.usageDone) {
