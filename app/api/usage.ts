@@ -7,7 +7,8 @@
  * invoice (409: an invoice is final), or for an account that is not active (409: billing
  * passes over suspended and closed accounts). A retry with the same idempotency key
  * answers the original row (200) when the payload is the same, and 422 when it differs
- * (Stripe's rule). occurredAt is kept to the millisecond, as it is answered: digits past the
+ * (Stripe's rule); once the original is past retention and gone, 409 (422 for another
+ * occurredAt). occurredAt is kept to the millisecond, as it is answered: digits past the
  * third are dropped, before Postgres sees it (app/api/dates.ts).
  */
 import { Router } from 'express';
@@ -54,7 +55,8 @@ type NewUsage = z.infer<typeof newUsage>;
 
 // A key's original is found through usage_keys, which says its UTC day, so that Postgres
 // reads the one partition that holds it (app/usage-partitions.ts). Keys of the rows from
-// before the partitions are not there: those are looked for in every partition.
+// before the partitions are not there: those are looked for in every partition. The day's
+// end is 24 hours on: `+ interval '1 day'` would count the day in the session's time zone.
 const KEY_DAY = `(SELECT date_trunc('day', k.occurred_at, 'UTC') FROM usage_keys k WHERE k.account_id = $1 AND k.idempotency_key = $2)`;
 
 export function usageRouter(db: CallerDb): Router {
@@ -112,7 +114,7 @@ async function recordUsage(db: Queryable, accountId: string, body: NewUsage): Pr
     const { rows } = await db.query(
       `SELECT ${USAGE_COLUMNS}, (metric = $3 AND quantity = $4 AND ($5::timestamptz IS NULL OR date_trunc('milliseconds', occurred_at) = date_trunc('milliseconds', $5::timestamptz))) AS same
        FROM usage WHERE account_id = $1 AND idempotency_key = $2
-         AND occurred_at >= coalesce(${KEY_DAY}, '-infinity') AND occurred_at < coalesce(${KEY_DAY} + interval '1 day', 'infinity')`,
+         AND occurred_at >= coalesce(${KEY_DAY}, '-infinity') AND occurred_at < coalesce(${KEY_DAY} + interval '24 hours', 'infinity')`,
       [accountId, body.idempotencyKey, body.metric, body.quantity, at],
     );
     if (rows[0]) {
@@ -123,9 +125,32 @@ async function recordUsage(db: Queryable, accountId: string, body: NewUsage): Pr
       return { status: 200, row: original };
     }
   }
+  if (body.idempotencyKey !== undefined) await refuseSpentKey(db, accountId, body.idempotencyKey, at);
   if (account.status !== 'active') {
     throw new UserError('CONFLICT', `Account ${accountId} is ${account.status}; only active accounts are billed, so its usage is refused`, 409);
   }
   const day = (at ?? new Date().toISOString()).slice(0, 10);
   throw new UserError('CONFLICT', `Account ${accountId} is already invoiced for ${day} (UTC); usage for an invoiced day is refused`, 409, { field: 'occurredAt' });
+}
+
+/**
+ * A key whose original usage is gone, its day retired by data-cleanup while usage_keys still
+ * holds the key (until the last day of its month goes): the original cannot be answered, and
+ * the key cannot be used again. A different occurredAt is a different payload (422); for the
+ * rest only the original's day is known, so the answer says what happened to it.
+ */
+async function refuseSpentKey(db: Queryable, accountId: string, key: string, at: string | null): Promise<void> {
+  const { rows } = await db.query<{ id: string; occurredAt: Date; same: boolean }>(
+    `SELECT usage_id::text AS id, occurred_at AS "occurredAt",
+            ($3::timestamptz IS NULL OR date_trunc('milliseconds', occurred_at) = date_trunc('milliseconds', $3::timestamptz)) AS same
+     FROM usage_keys WHERE account_id = $1 AND idempotency_key = $2`,
+    [accountId, key, at],
+  );
+  const spent = rows[0];
+  if (spent === undefined) return;
+  const original = `usage ${spent.id}, dated ${spent.occurredAt.toISOString()}`;
+  if (!spent.same) {
+    throw new UserError('IDEMPOTENCY_KEY_REUSED', `Idempotency key ${JSON.stringify(key)} was already used with a different payload (${original})`, 422);
+  }
+  throw new UserError('CONFLICT', `Idempotency key ${JSON.stringify(key)} was already used (${original}); that usage is past retention and no longer kept, so it cannot be answered, and the key cannot be used again`, 409);
 }
