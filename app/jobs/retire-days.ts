@@ -1,9 +1,9 @@
 /**
  * Retirement of whole days of usage: each expired day that has a partition of its own is
  * detached and dropped by usage_retire_day (app/migrations/*_usage-partitions.sql), one
- * short transaction a day, as the retention role. Its lock on `usage` is the one wait: a
- * day whose lock is not granted within the function's lock_timeout is tried again a few
- * times, then left for the next run.
+ * short transaction a day, as the retention role. Its locks on `accounts` and `usage`,
+ * taken before it reads the day, are the one wait: a day whose locks are not granted within
+ * the function's lock_timeout is tried again a few times, then left for the next run.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LOCK_NOT_AVAILABLE } from '../db-errors.js';
