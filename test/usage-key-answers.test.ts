@@ -1,6 +1,7 @@
 /**
  * What a retry of an idempotency key answers when its day is not the server's to count in the
- * session's time zone, and once its original is past retention and gone (app/api/usage.ts).
+ * session's time zone, and once its original is past retention and gone (app/api/usage.ts);
+ * and what a tenant learns of another account's keys: nothing.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { utcDay } from '../app/usage-partitions.js';
@@ -73,5 +74,28 @@ describe('retries of an idempotency key', () => {
     const moved = await report(account, { idempotencyKey: 'retired', occurredAt: `${utcDay(new Date(), -1)}T08:00:00.000Z` });
     expect(moved.status).toBe(422);
     expect(moved.body.error?.code).toBe('IDEMPOTENCY_KEY_REUSED');
+  });
+});
+
+describe("another account's idempotency key", () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(() => db?.drop());
+
+  it("refuses a tenant's row for another account alike, whether that account used the key or not", async () => {
+    const [own, other] = await Promise.all(['own-keys@example.com', 'other-keys@example.com'].map(async (email) =>
+      (await db.query<{ id: string }>(`INSERT INTO accounts (name, email) VALUES ($1, $1) RETURNING id::text`, [email]))[0]!.id));
+    await db.query(`INSERT INTO usage (account_id, metric, quantity, idempotency_key) VALUES ($1, 'api.calls', 1, 'used')`, [other]);
+    await db.withClient(async (c) => {
+      for (const key of ['used', 'never-used']) {
+        await c.query('BEGIN');
+        await c.query(`SELECT set_config('role', 'ecs_saas_app', true), set_config('app.account_id', $1, true), set_config('app.operator', 'off', true)`, [own]);
+        await expect(c.query(`INSERT INTO usage (account_id, metric, quantity, idempotency_key) VALUES ($1, 'api.calls', 1, $2)`, [other, key]), key)
+          .rejects.toMatchObject({ code: '42501' });
+        await c.query('ROLLBACK');
+      }
+    });
   });
 });

@@ -1,6 +1,7 @@
 -- Up Migration
 
--- Usage partitions made and retired under locks taken in a safe order (docs/operations.md,
+-- Usage partitions made and retired under locks taken in a safe order, and the idempotency
+-- key guard kept from telling a tenant about another account's keys (docs/operations.md,
 -- "Usage partitions"). Functions only: the previous release calls usage_ensure_partitions and
 -- usage_retire_day with the same arguments and answers, and gets the same fixes.
 SET LOCAL lock_timeout = '5s';
@@ -168,6 +169,31 @@ BEGIN
   RETURN CASE WHEN kept = 0 THEN 'retired' ELSE format('retired; %s row(s) no invoice counted kept in usage_unbilled', kept) END;
 END $$;
 
+-- An idempotency key once per account, across every partition (the previous migration's
+-- usage_key_guard), but for a tenant's row for another account: usage's policy refuses that
+-- row, and Postgres checks the policy after this trigger, so the key is not looked at and
+-- the refusal (42501) does not say whether the other account used it.
+CREATE OR REPLACE FUNCTION usage_key_guard() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+  IF NEW.idempotency_key IS NULL THEN
+    RETURN NEW;
+  END IF;
+  IF current_setting('app.operator', true) = 'off' AND NEW.account_id IS DISTINCT FROM nullif(current_setting('app.account_id', true), '')::bigint THEN
+    RETURN NEW;
+  END IF;
+  PERFORM pg_advisory_xact_lock(hashtext('ecs-saas-backend:usage-key'), hashtext(NEW.account_id || ':' || NEW.idempotency_key) & 511);
+  IF EXISTS (SELECT FROM usage_keys k WHERE k.account_id = NEW.account_id AND k.idempotency_key = NEW.idempotency_key) THEN
+    RETURN NULL;
+  END IF;
+  IF to_regclass('usage_legacy') IS NOT NULL THEN
+    IF EXISTS (SELECT FROM usage_legacy l WHERE l.account_id = NEW.account_id AND l.idempotency_key = NEW.idempotency_key) THEN
+      RETURN NULL;
+    END IF;
+  END IF;
+  INSERT INTO usage_keys (account_id, idempotency_key, occurred_at, usage_id) VALUES (NEW.account_id, NEW.idempotency_key, NEW.occurred_at, NEW.id);
+  RETURN NEW;
+END $$;
+
 -- Down Migration
 -- By hand: rerun the previous migration's definitions of usage_make_partition,
--- usage_ensure_partitions and usage_retire_day, then drop usage_ensure_days.
+-- usage_ensure_partitions, usage_key_guard and usage_retire_day, then drop usage_ensure_days.
