@@ -223,7 +223,7 @@ describe('retiring a day behind a long query', () => {
       const blocked = await runJob(db, ['data-cleanup'], { USAGE_RETENTION_DAYS: '1' });
       expect(blocked.code).toBe(0);
       const kept = blocked.logs.find((l) => String(l.msg).includes('expired usage day(s) kept'));
-      expect(String(kept?.msg)).toContain('the lock on usage was not granted in 5 tries');
+      expect(String(kept?.msg)).toContain('a lock it needs (on accounts or usage) was not granted in 5 tries');
       expect(await partitions(db)).toContain(partition(d));
       expect(await db.query(`SELECT count(*)::int AS n FROM usage_unbilled`)).toEqual([{ n: 0 }]);
       await reader.query('COMMIT');

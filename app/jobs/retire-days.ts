@@ -56,7 +56,7 @@ export async function retireDays(ctx: JobContext<unknown>, cutoff: Date): Promis
   return { retired, kept, rowsBefore: new Date(Math.min(cutoff.getTime(), firstDay)) };
 }
 
-const LOCK_NOT_GRANTED = `the lock on usage was not granted in ${TRIES} tries (a long query on usage); the next run tries again`;
+const LOCK_NOT_GRANTED = `a lock it needs (on accounts or usage) was not granted in ${TRIES} tries (a long query on either); the next run tries again`;
 
 /** usage_retire_day's outcome for `day`, or LOCK_NOT_GRANTED. */
 async function retireDay(ctx: JobContext<unknown>, day: string): Promise<string> {
