@@ -262,14 +262,14 @@ describe('the container', () => {
     expect(res.status).toBe(200);
     const access = await server.waitForLog((l: LogLine) => l.msg === 'request' && l.path === `/accounts/${id}`);
     expect(access.trace_id).toMatch(/^1-[0-9a-f]{8}-[0-9a-f]{24}$/);
-    // Requests at once, so that the pool opens connections inside them; idle again, they die:
-    // those lines belong to no request.
+    // The API's pool opens its connections inside requests (this one's, a burst's); idle
+    // again, they die: those lines belong to no request.
     const burst = await Promise.all(Array.from({ length: 12 }, () => fetch(`${server.url}/accounts/${id}`, { headers: { authorization: `Bearer ${key}` } })));
     expect(burst.map((r) => r.status)).toEqual(burst.map(() => 200));
     const killed = await db.withClient((c) =>
       c.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()`, [applicationName('api')]),
     );
-    expect(killed.rowCount).toBeGreaterThan(2);
+    expect(killed.rowCount).toBeGreaterThan(0);
     const lost = () => server.logs.filter((l) => /^(idle )?(a )?database connection( in use)? failed/.test(l.msg));
     await server.waitForLog(() => lost().length >= killed.rowCount!);
     expect(lost().map((l) => l.trace_id)).toEqual(lost().map(() => undefined));
