@@ -10,12 +10,12 @@
 import { applicationName } from '../app/db.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createTestDatabase, eventually, type TestDatabase } from './helpers/db.js';
 import { NIGHTLY_TIME, expectOneInvoicePerActiveAccount, jobEnv, seed, type Database } from './helpers/jobs.js';
 import { startOwnPostgres, type OwnPostgres } from './helpers/own-postgres.js';
 import { start, type Proc } from './helpers/process.js';
-import { reconnectBudgetMs } from '../app/jobs/reconnect.js';
+import { RECONNECT_TRIES, reconnectBudgetMs } from '../app/jobs/reconnect.js';
 
 // Small batches stretch the run over seconds, so that each fault lands mid-run.
 const SLOW = { SCHEDULED_TIME: NIGHTLY_TIME, JOB_BATCH_SIZE: '5', JOB_RECONNECT_BACKOFF_MS: '100' };
@@ -140,9 +140,48 @@ describe('billing-run and a database that refuses connections, turns read-only, 
     expect(gaveUp, job.stdout().slice(-3_000)).toBeDefined();
     const outMs = Date.parse(String(gaveUp.time)) - Date.parse(String(firstTrouble.time));
     expect(outMs).toBeLessThanOrEqual(budgetMs + 3_000);
-    // It waited the spell out for a good part of the budget before giving up (backoffs are jittered down to half).
-    expect(outMs).toBeGreaterThan(budgetMs / 3);
+    // It waited the whole budget, its last try at the budget itself, not a (jittered) backoff before it.
+    expect(outMs).toBeGreaterThanOrEqual(budgetMs - 1_000);
+    // It names what kept it out, though the last try ended in a reconnect rather than an error.
+    expect(gaveUp.msg).toMatch(/ms\): .*read-only/);
     expect(job.logs.filter((l) => l.alert !== undefined)).toHaveLength(1);
+  });
+
+  it('read-only twice, each spell within the budget and both together past it, the run at work between them: it succeeds', { timeout: 120_000 }, async () => {
+    await own.query(`DELETE FROM invoices`);
+    await own.query(`DELETE FROM job_runs`);
+    // Backoff 50 ms: a budget of 12,750 ms, its longest wait 6,400 ms; two spells of 8 s.
+    const job = start(['billing-run'], jobEnv(own, { ...SLOW, JOB_BATCH_SIZE: '2', JOB_RECONNECT_BACKOFF_MS: '50' }));
+    expect(await atWork(job, 1)).toBe(true);
+    await readOnly(own, () => sleep(8_000));
+    // Back at work: the attempt after the spell did a batch.
+    expect(await atWork(job, 2)).toBe(true);
+    await readOnly(own, () => sleep(8_000));
+    await expectCleanEnd(own, job);
+  });
+
+  it('its locks\' connections work but the handler can get none (53300): the run gives up after the budget, not an attempt row per try until its timeout', { timeout: 120_000 }, async () => {
+    await own.query(`DELETE FROM invoices`);
+    await own.query(`DELETE FROM job_runs`);
+    const held = await fillConnections(own.url);
+    // Two slots, which the run's two lock connections take.
+    await Promise.all(held.splice(0, 2).map((c) => c.end()));
+    const budgetMs = reconnectBudgetMs(50);
+    const t0 = Date.now();
+    const job = start(['billing-run'], jobEnv(own, { ...SLOW, JOB_RECONNECT_BACKOFF_MS: '50' }));
+    onTestFinished(() => job.kill('SIGKILL'));
+    let code = -1;
+    try {
+      ({ code } = await job.exited);
+    } finally {
+      await Promise.all(held.map((c) => c.end()));
+    }
+    expect(code, job.stdout().slice(-3_000)).toBe(1);
+    expect(Date.now() - t0).toBeLessThan(budgetMs + 20_000);
+    expect(job.logs.some((l) => /could not go on: the database stayed unreachable/.test(l.msg))).toBe(true);
+    expect(job.logs.filter((l) => l.alert !== undefined)).toHaveLength(1);
+    const rows = await own.query<{ n: number }>(`SELECT count(*)::int AS n FROM job_runs WHERE job = 'billing-run'`);
+    expect(rows[0]!.n).toBeLessThanOrEqual(RECONNECT_TRIES + 2);
   });
 
   it('Postgres crashes mid-run (WAL not yet on disk is lost): it reconnects, resumes from the checkpoint that survived, and bills every account once', { timeout: 120_000 }, async () => {
@@ -187,6 +226,16 @@ describe('billing-run and a database that refuses connections, turns read-only, 
     }
     await expectCleanEnd(shared, job);
     expect(started(job)).toBeGreaterThanOrEqual(6);
+  });
+
+  it('its connections cut while it waits to retry a failed attempt: it reconnects instead of failing the run', { timeout: 120_000 }, async () => {
+    await shared.query(`DELETE FROM invoices`);
+    await shared.query(`DELETE FROM job_runs`);
+    const job = start(['billing-run'], jobEnv(shared, { ...SLOW, JOB_FAULT_INJECTION: 'fail-attempts=1', JOB_RETRY_BACKOFF_MS: '4000' }));
+    await job.waitForLog((l) => /failed: injected failure .*; retrying in \d+ ms/.test(l.msg), 30_000);
+    await terminateJobBackends(shared);
+    await expectCleanEnd(shared, job);
+    expect(job.logs.some((l) => /^reconnecting to the database in \d+ ms/.test(l.msg)), job.stdout().slice(-3_000)).toBe(true);
   });
 
   it('a forced run whose backends are terminated resumes from its own checkpoint: its progress never goes back', { timeout: 120_000 }, async () => {

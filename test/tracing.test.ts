@@ -14,7 +14,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { ROOT_CONTEXT, SpanStatusCode, trace as otelTrace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { applicationName } from '../app/db.js';
 import { createLogger } from '../app/logger.js';
 import { KeepingProcessor, MAX_BATCH } from '../app/tracing/keeping-processor.js';
@@ -258,6 +258,8 @@ describe('the container', () => {
     const file = path.join(dir, 'server.jsonl');
     const { id, key } = await newAccountWithKey();
     const server = await startServer({ DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY, ENABLE_WORKERS: 'false', TRACES: 'file', TRACES_FILE: file, TRACES_SAMPLE_RATIO: '1' });
+    // A failed assertion must not leave it serving.
+    onTestFinished(() => void server.kill('SIGKILL'));
     const res = await fetch(`${server.url}/accounts/${id}`, { headers: { authorization: `Bearer ${key}` } });
     expect(res.status).toBe(200);
     const access = await server.waitForLog((l: LogLine) => l.msg === 'request' && l.path === `/accounts/${id}`);
@@ -292,6 +294,8 @@ describe('the container', () => {
       // The statement is cancelled (by its timeout) before the deadline answers: the span names it.
       REQUEST_DEADLINE_MS: '3000', DB_STATEMENT_TIMEOUT_MS: '1000', DB_POOL_WAIT_MS: '500',
     });
+    // A failed assertion must not leave it serving.
+    onTestFinished(() => void server.kill('SIGKILL'));
     const get = async () => {
       const res = await fetch(`${server.url}/accounts/${id}`, { headers: { authorization: `Bearer ${key}` } });
       const requestId = res.headers.get('x-request-id');
@@ -408,6 +412,8 @@ describe('the container', () => {
       // The loop below runs for a time, not a count: a fast machine must not meet the key's rate limit.
       RATE_LIMIT_REQUESTS: '0',
     });
+    // A failed assertion must not leave it serving.
+    onTestFinished(() => void server.kill('SIGKILL'));
     // Past the first export's tick: later requests queue behind an export that is stuck or failed.
     const slowest = { ms: 0 };
     const until = Date.now() + 2_500;

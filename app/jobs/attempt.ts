@@ -12,6 +12,7 @@ import { Stop, stopOf } from './outcome.js';
 import { formatProgress } from './progress.js';
 import type { RunState } from './run-state.js';
 import { BatchSpans } from './run-span.js';
+import { backInReach } from './reconnect.js';
 
 /**
  * After SIGTERM or the timeout, the handler has this share of SHUTDOWN_TIMEOUT_MS to finish
@@ -61,6 +62,7 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
         s.lastCheckpoint = next;
         committed = next;
         batches.checkpoint(processed);
+        backInReach(s);
         return;
       }
       // In the handler's transaction, whose role (the operator's) may not write job_runs: the role
@@ -74,6 +76,7 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
       s.lastCheckpoint = next;
       inTransaction = true;
       batches.checkpoint(processed);
+      backInReach(s);
     },
   };
   // The last checkpoint known to be committed, and whether one was written in a transaction
@@ -88,6 +91,7 @@ export async function runAttempt(s: RunState, db: PoolClient, runId: string, ind
     try {
       const { rowCount } = await db.query(`UPDATE job_runs SET heartbeat_at = now(), processed = $2, total = $3 WHERE id = $1 AND status = 'running'`, [runId, p.processed, p.total]);
       if (rowCount !== 1) throw new Error('its row is no longer "running"');
+      backInReach(s);
     } catch (err) {
       lost.abort(new Stop('lock-lost', `lost the run's lock: the heartbeat failed (${errorText(err)})`));
       return;

@@ -11,7 +11,7 @@ import { errorText } from '../shutdown.js';
 import { runAttempt } from './attempt.js';
 import { backoffMs } from './backoff.js';
 import { failRun, stopOf, type RunOutcome } from './outcome.js';
-import { RECONNECT, backInReach, nextWaitMs, outOfReach } from './reconnect.js';
+import { RECONNECT, nextWaitMs, outOfReach } from './reconnect.js';
 import type { RunState } from './run-state.js';
 import { failSpan, inSpan, spanEvent } from '../tracing/trace.js';
 
@@ -29,6 +29,12 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
   // connection, a busy or a read-only database spends none: the reconnect budget, bounded by
   // time (app/jobs/reconnect.ts), covers those.
   for (;;) {
+    // The run lock's connection died while the run waited to retry: reconnect, as after a batch.
+    if (!s.locks[0]!.held) {
+      s.lastTrouble = 'lost the database connection while waiting to retry';
+      outOfReach(s);
+      return RECONNECT;
+    }
     attemptNo += 1;
     const i = ++s.attemptsMade;
     const inserted = await db.query<{ id: string }>(
@@ -36,7 +42,6 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
       [s.job.name, s.iso, attemptNo, checkpoint === undefined ? null : JSON.stringify(checkpoint), ranOn, s.locks[0]!.pid],
     );
     const runId = inserted.rows[0]!.id;
-    backInReach(s);
     s.runId = runId;
     s.lastCheckpoint = checkpoint;
     const log = s.log.child({ runId, attempt: attemptNo });
@@ -78,6 +83,7 @@ export async function runAttempts(s: RunState, db: PoolClient): Promise<RunOutco
     if (result.disconnected) outOfReach(s);
     await finishAttempt(s, runId, 'failed', result.error);
     if (result.disconnected) {
+      s.lastTrouble = result.error;
       const left = maxAttempts - 1 - s.failures;
       log.warn(
         { err: result.error, checkpoint },

@@ -33,13 +33,17 @@ export class Progress {
     this.total = null;
   }
 
-  /** `total` undefined keeps the known total; null means unknown. */
+  /**
+   * `total` undefined keeps the known total; null means unknown. Never lower than what was
+   * reported since `begin`: after a reconnect the handler counts again from its last committed
+   * checkpoint, which may be a batch behind what it had reported.
+   */
   report(processed: number, total?: number | null): void {
     if (this.startProcessed === null) {
       this.startProcessed = processed;
       this.startedAt = this.now();
     }
-    this.processed = processed;
+    this.processed = Math.max(this.processed, processed);
     if (total !== undefined) this.total = total;
   }
 

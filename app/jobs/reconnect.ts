@@ -8,11 +8,15 @@
  *
  * The budget is time, and one for the whole run: the run gives up (one alert, exit 1) once the
  * database has been out of reach for longer than the backoffs of RECONNECT_TRIES tries add up
- * to (about a minute with the 250 ms default, enough for a Multi-AZ failover). The clock starts
- * at the first trouble, whichever step meets it (the handler's batch, recording the attempt's
- * end, taking the locks again), and every step that waits reads the same clock. It stops only
- * when the database takes the next attempt's row, so a run back at work that loses its
- * connections again and again ends only at the job's timeout, never by a count.
+ * to (about a minute with the 250 ms default, enough for a Multi-AZ failover), after a last
+ * try at the budget itself. The clock starts at the first trouble, whichever step meets it
+ * (the handler's batch, recording the attempt's end, taking the locks again), and every step
+ * that waits reads the same clock. It stops only when the run is at work again: an attempt
+ * saved a checkpoint or wrote its heartbeat (`backInReach`). Taking an attempt's row is not
+ * enough: with the connection slots nearly all taken, the locks' connections still work while
+ * the handler's cannot be had, and a clock stopped there would loop, a row per attempt, until
+ * the job's timeout. A run that works between its losses ends only at the job's timeout,
+ * never by a count.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isTransientDbError } from '../db-errors.js';
@@ -44,14 +48,15 @@ export function outOfReach(s: RunState): { readonly since: number; tries: number
   return s.outage;
 }
 
-/** The database took an attempt's row: the run is at work again, and the clock stops. */
+/** The run saved a checkpoint or wrote its heartbeat: it is at work again, and the clock stops. */
 export function backInReach(s: RunState): void {
   s.outage = undefined;
 }
 
 /**
- * The wait before the next try, and whether it would take the time out of reach past the
- * budget: one count of tries and one clock for every step that waits.
+ * The wait before the next try, and whether the time out of reach is past the budget: one
+ * count of tries and one clock for every step that waits. The last wait ends at the budget,
+ * so the last try is made there, not a backoff earlier.
  */
 export function nextWaitMs(s: RunState): { delay: number; outMs: number; tries: number; budgetMs: number; over: boolean } {
   const outage = outOfReach(s);
@@ -59,8 +64,8 @@ export function nextWaitMs(s: RunState): { delay: number; outMs: number; tries: 
   const baseMs = s.o.config.JOB_RECONNECT_BACKOFF_MS;
   const budgetMs = reconnectBudgetMs(baseMs);
   const outMs = Math.round(performance.now() - outage.since);
-  const delay = backoffMs(baseMs, outage.tries);
-  return { delay, outMs, tries: outage.tries, budgetMs, over: outMs + delay > budgetMs };
+  const delay = Math.max(0, Math.min(backoffMs(baseMs, outage.tries), budgetMs - outMs));
+  return { delay, outMs, tries: outage.tries, budgetMs, over: outMs >= budgetMs };
 }
 
 /** Runs sessions (locks, checks, attempts) until one ends the run, reconnecting after database trouble. */
@@ -70,6 +75,7 @@ export async function reconnecting(s: RunState, session: Session): Promise<RunOu
     try {
       const outcome = await session();
       if (outcome !== RECONNECT) return outcome;
+      lastError = s.lastTrouble ?? lastError;
     } catch (err) {
       if (!isTransientDbError(err) || s.stop.aborted) throw err;
       lastError = errorText(err);
@@ -89,7 +95,7 @@ export async function reconnecting(s: RunState, session: Session): Promise<RunOu
     s.phase = 'reconnecting';
     s.log.warn(
       { reconnectTry: tries, inMs: delay, outMs, budgetMs },
-      `reconnecting to the database in ${delay} ms (try ${tries}, ${outMs} of ${budgetMs} ms out of reach); the run then takes its locks again and resumes from its checkpoint`,
+      `reconnecting to the database in ${delay} ms (try ${tries}, ${outMs} of ${budgetMs} ms out of reach); the run then takes its locks again and ${s.lastCheckpoint === undefined ? 'goes on from the last checkpoint the run saved, if any' : 'resumes from its last checkpoint'}`,
     );
     try {
       await sleep(delay, undefined, { signal: s.stop });

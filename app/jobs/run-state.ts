@@ -51,6 +51,8 @@ export class RunState {
   firstAttempt: number | undefined;
   /** Since when the database has been out of reach, and the tries since (app/jobs/reconnect.ts); undefined while it answers. */
   outage: { readonly since: number; tries: number } | undefined;
+  /** What last sent the run to reconnect, for the message if it gives up. */
+  lastTrouble?: string;
   /** Attempts made in this process, across reconnections. */
   attemptsMade = 0;
   /** Attempts that failed by the job's own errors: these, not database trouble, spend its retries. */

@@ -91,6 +91,21 @@ describe('CSV fields', () => {
 });
 
 describe('progress', () => {
+  it('never goes back within an attempt, nor when the next resumes from a checkpoint a batch behind; a fresh attempt starts from zero', () => {
+    const p = new Progress(() => 0);
+    p.begin(true);
+    p.report(88, 1_000);
+    // The reconnect: the handler counts again from its last committed checkpoint.
+    p.begin(false);
+    p.report(87);
+    expect(p.snapshot().processed).toBe(88);
+    p.report(90);
+    expect(p.snapshot().processed).toBe(90);
+    p.begin(true);
+    p.report(5);
+    expect(p.snapshot().processed).toBe(5);
+  });
+
   it('reports the rate since the attempt began and the ETA', () => {
     let now = 0;
     const p = new Progress(() => now);
