@@ -154,8 +154,13 @@ describe('billing-run and a database that refuses connections, turns read-only, 
     const job = start(['billing-run'], jobEnv(own, { ...SLOW, JOB_BATCH_SIZE: '2', JOB_RECONNECT_BACKOFF_MS: '50' }));
     expect(await atWork(job, 1)).toBe(true);
     await readOnly(own, () => sleep(8_000));
-    // Back at work: the attempt after the spell did a batch.
-    expect(await atWork(job, 2)).toBe(true);
+    // Back at work: an attempt after the spell committed a checkpoint of its own, further than the one it resumed from.
+    const movedOn = () =>
+      own.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM job_runs later JOIN job_runs earlier ON earlier.job = later.job AND earlier.scheduled_time = later.scheduled_time AND earlier.attempt = later.attempt - 1
+         WHERE later.job = 'billing-run' AND later.checkpoint IS DISTINCT FROM earlier.checkpoint AND later.checkpoint IS NOT NULL`,
+      );
+    expect(await eventually(async () => (await movedOn())[0]!.n > 0, 60_000, 50)).toBe(true);
     await readOnly(own, () => sleep(8_000));
     await expectCleanEnd(own, job);
   });
