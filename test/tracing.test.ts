@@ -292,7 +292,7 @@ describe('the container', () => {
     const server = await startServer({
       DATABASE_URL: db.url, ADMIN_API_KEY: ADMIN_KEY, ENABLE_WORKERS: 'false', TRACES: 'file', TRACES_FILE: file, TRACES_SAMPLE_RATIO: '0',
       // The statement is cancelled (by its timeout) before the deadline answers: the span names it.
-      REQUEST_DEADLINE_MS: '3000', DB_STATEMENT_TIMEOUT_MS: '1000', DB_POOL_WAIT_MS: '500',
+      REQUEST_DEADLINE_MS: '3000', DB_STATEMENT_TIMEOUT_MS: '1000', DB_POOL_WAIT_MS: '1500',
     });
     // A failed assertion must not leave it serving.
     onTestFinished(() => void server.kill('SIGKILL'));
