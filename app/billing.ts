@@ -34,6 +34,9 @@ export interface BillBatch {
   readonly lastAccountId: string | null;
 }
 
+/** The largest bigint: a range with no last id ends there. */
+const BIGINT_MAX = '9223372036854775807';
+
 /** Largest quantity one usage event may report; see MAX_UNIT_PRICE_CENTS for why. */
 export const MAX_USAGE_QUANTITY = 1_000_000;
 /**
@@ -44,9 +47,67 @@ export const MAX_USAGE_QUANTITY = 1_000_000;
  */
 export const MAX_UNIT_PRICE_CENTS = 1_000_000;
 
+/** How long `prepareBillBatches` waits for a table's lock before it gives up. */
+const PREPARE_LOCK_TIMEOUT_MS = 100;
+
+/** The prepared statements' names of a batch (per connection). */
+const LOCK_BATCH = 'billing-lock-batch';
+const INSERT_BATCH = 'billing-insert-batch';
+
+/** Whom a period bills: the accounts active and created before it ended (a UTC midnight). */
+const BILLED = `status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC'`;
+
 /**
- * Writes the period's invoices for the next `limit` active accounts with id > `afterAccountId`
- * (or for the one account `accountId`): usage summed per account, zero usage billed as a
+ * Locks the one account `$2` if it is billed. The day's bounds are UTC midnights: a bare
+ * `$1::date` compared with a timestamptz would be midnight in the session's TimeZone, which is
+ * not UTC on every server.
+ */
+const LOCK_ONE = `SELECT id::text FROM accounts WHERE ${BILLED} AND id = $2::bigint FOR NO KEY UPDATE`;
+
+/** Ids after `$n` and up to `$n+1` (null: the last). */
+const inRange = (column: string, n: number) => `${column} > $${n}::bigint AND ${column} <= coalesce($${n + 1}::bigint, ${BIGINT_MAX})`;
+
+/**
+ * Locks every account of the range, billed or not, in id order, and says how many are billed
+ * and the last of them. Every account being locked, none changes status before the insert
+ * reads them (an update of an account waits for the lock), so the insert bills exactly the
+ * accounts counted here, by the range alone: no list of ids goes to Postgres and back.
+ */
+const LOCK_RANGE = `SELECT (count(*) FILTER (WHERE ${BILLED}))::int AS accounts, (max(id) FILTER (WHERE ${BILLED}))::text AS last
+  FROM (SELECT id, status, created_at FROM accounts WHERE ${inRange('id', 2)} ORDER BY id FOR NO KEY UPDATE) AS locked`;
+
+/**
+ * The invoices of the billed accounts that `which` selects: one sum per account, as one
+ * grouped scan of the usage index (a correlated subquery per account, one index descent
+ * each, made this statement about a third slower). sum(bigint) is numeric: it cannot overflow.
+ */
+const insertSums = (which: (column: string) => string) => `INSERT INTO invoices (account_id, period_start, period_end, quantity, amount_cents)
+  SELECT a.id, $1::date, $2::date, coalesce(u.quantity, 0), coalesce(u.quantity, 0) * a.unit_price_cents
+  FROM accounts a
+  LEFT JOIN (SELECT account_id, sum(quantity) AS quantity FROM usage
+             WHERE ${which('account_id')}
+               AND occurred_at >= $1::date::timestamp AT TIME ZONE 'UTC' AND occurred_at < $2::date::timestamp AT TIME ZONE 'UTC'
+             GROUP BY account_id) u ON u.account_id = a.id
+  WHERE ${which('a.id')} AND a.status = 'active' AND a.created_at < $2::date::timestamp AT TIME ZONE 'UTC'
+  ON CONFLICT (account_id, period_start) DO NOTHING`;
+const INSERT_ONE = insertSums((column) => `${column} = $3::bigint`);
+const INSERT_RANGE = insertSums((column) => inRange(column, 3));
+
+/**
+ * Prepares a batch's two statements on this connection, with nothing to lock or insert: a
+ * billing run's connections do it while the run takes its locks, so the first batches find
+ * their statements parsed and their tables' descriptions loaded.
+ */
+export async function prepareBillBatches(db: Queryable, period: BillingPeriod): Promise<void> {
+  // It only readies: rather than wait behind a lock on a table (an index being built), it gives up.
+  await db.query(`SET LOCAL lock_timeout = ${PREPARE_LOCK_TIMEOUT_MS}`);
+  await db.query({ name: LOCK_BATCH, text: LOCK_RANGE, values: [period.end, '0', '0'] });
+  await db.query({ name: INSERT_BATCH, text: INSERT_RANGE, values: [period.start, period.end, '0', '0'] });
+}
+
+/**
+ * Writes the period's invoices for the active accounts with an id after `afterAccountId` and up
+ * to `throughAccountId` (null: the last), or for the one account `accountId`: usage summed per account, zero usage billed as a
  * zero-amount invoice, existing invoices left untouched. Run it in a transaction (see
  * app/tenancy.ts): it first locks the batch's accounts, which waits for any usage report
  * still in flight for them (POST /accounts/:id/usage holds FOR SHARE on its account), so a
@@ -55,51 +116,25 @@ export const MAX_UNIT_PRICE_CENTS = 1_000_000;
 export async function billAccounts(
   db: Queryable,
   period: BillingPeriod,
-  batch: { afterAccountId?: string; limit: number } | { accountId: string },
+  batch: { afterAccountId: string; throughAccountId: string | null } | { accountId: string },
 ): Promise<BillBatch> {
-  const one = 'accountId' in batch;
-  // A batch's two statements are prepared once per connection (named), so that from the sixth
-  // batch on Postgres runs its generic plan instead of planning each batch anew: planning the
-  // insert for 5,000 literal ids estimated each id against the column statistics, 5 to 25 ms
-  // a batch, and the generic plan (a merge of two index scans) runs as fast
-  // (docs/performance.md#where-billing-runs-time-went). One account's invoice (the API's) is
-  // planned as before.
-  const named = (name: string, text: string, values: unknown[]) => (one ? { text, values } : { name, text, values });
+  // A batch's two statements are prepared once per connection (named): from the sixth batch on
+  // Postgres runs their generic plans instead of planning each batch anew. One account's
+  // invoice (the API's) is planned each time.
   // The lock and the sum are two statements, on purpose: under READ COMMITTED a statement reads
   // with the snapshot it took when it began, so a sum in the lock's own statement (one CTE) would
   // miss a report that committed while the lock waited for it (test/billing-race.test.ts).
-  // The day's bounds are UTC midnights: a bare `$1::date` compared with a timestamptz would
-  // be midnight in the session's TimeZone, which is not UTC on every server.
-  const { rows: locked } = await db.query<{ id: string }>(
-    named(
-      'billing-lock-batch',
-      `SELECT id::text FROM accounts
-       WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC'
-         AND ${one ? 'id = $2::bigint' : 'id > $2::bigint'}
-       ORDER BY accounts.id LIMIT $3
-       FOR NO KEY UPDATE`,
-      [period.end, one ? batch.accountId : (batch.afterAccountId ?? '0'), one ? 1 : batch.limit],
-    ),
-  );
-  if (locked.length === 0) return { accounts: 0, inserted: 0, lastAccountId: null };
+  if ('accountId' in batch) {
+    const { rows } = await db.query<{ id: string }>({ text: LOCK_ONE, values: [period.end, batch.accountId] });
+    if (rows.length === 0) return { accounts: 0, inserted: 0, lastAccountId: null };
+    const { rowCount } = await db.query({ text: INSERT_ONE, values: [period.start, period.end, batch.accountId] });
+    return { accounts: 1, inserted: rowCount ?? 0, lastAccountId: batch.accountId };
+  }
+  const range = [batch.afterAccountId, batch.throughAccountId];
+  const { rows } = await db.query<{ accounts: number; last: string | null }>({ name: LOCK_BATCH, text: LOCK_RANGE, values: [period.end, ...range] });
+  const { accounts, last } = rows[0]!;
+  if (accounts === 0) return { accounts: 0, inserted: 0, lastAccountId: null };
   // The rows inserted are the command's count: conflicts (invoices already there) are not counted.
-  const { rowCount } = await db.query(
-    named(
-      'billing-insert-batch',
-      // One sum per account of the batch, as one grouped scan of the usage index: a correlated
-      // subquery per account (one index descent each) made this statement about a third slower.
-      // sum(bigint) is numeric: it cannot overflow.
-      `INSERT INTO invoices (account_id, period_start, period_end, quantity, amount_cents)
-       SELECT a.id, $1::date, $2::date, coalesce(u.quantity, 0), coalesce(u.quantity, 0) * a.unit_price_cents
-       FROM accounts a
-       LEFT JOIN (SELECT account_id, sum(quantity) AS quantity FROM usage
-                  WHERE account_id = ANY ($3::bigint[])
-                    AND occurred_at >= $1::date::timestamp AT TIME ZONE 'UTC' AND occurred_at < $2::date::timestamp AT TIME ZONE 'UTC'
-                  GROUP BY account_id) u ON u.account_id = a.id
-       WHERE a.id = ANY ($3::bigint[])
-       ON CONFLICT (account_id, period_start) DO NOTHING`,
-      [period.start, period.end, locked.map((r) => r.id)],
-    ),
-  );
-  return { accounts: locked.length, inserted: rowCount ?? 0, lastAccountId: locked.at(-1)!.id };
+  const { rowCount } = await db.query({ name: INSERT_BATCH, text: INSERT_RANGE, values: [period.start, period.end, ...range] });
+  return { accounts, inserted: rowCount ?? 0, lastAccountId: last };
 }

@@ -176,6 +176,12 @@ const schema = z.object({
   EXPORT_BUCKET: optional(z.string().trim().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, { message: 'accepts an S3 bucket name' })),
   /** Items per batch of every job (accounts for billing-run and report-aggregation, rows for data-cleanup, invoices per page for weekly-export): one short statement and one checkpoint each. */
   JOB_BATCH_SIZE: int('(items per batch)', 1, 1_000_000).default(5_000),
+  /**
+   * Batches a job runs side by side, each on a connection of its pool (billing-run): on a
+   * database with more than one core, the run takes less time than one statement would.
+   * At most DB_POOL_MAX; 1 runs them one after another.
+   */
+  JOB_BATCH_CONCURRENCY: int('(batches at once)', 1, 16).default(2),
   /** The first in-process retry of a failed job attempt waits about this long; each next one twice as long (with jitter, at most 60 s). */
   JOB_RETRY_BACKOFF_MS: int('(milliseconds)', 0, 600_000).default(2_000),
   /** After a lost database connection (restart, terminated backend, reset), the job reconnects after about this long, doubling per try (separate from JOB_RETRY_BACKOFF_MS). */
@@ -272,6 +278,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   if (c.DB_POOL_WAIT_MS >= c.REQUEST_DEADLINE_MS) {
     problems.push(`  DB_POOL_WAIT_MS=${c.DB_POOL_WAIT_MS}: accepts less than REQUEST_DEADLINE_MS (${c.REQUEST_DEADLINE_MS}), or a request waits for a connection past its deadline`);
+  }
+  if (c.JOB_BATCH_CONCURRENCY > c.DB_POOL_MAX) {
+    problems.push(`  JOB_BATCH_CONCURRENCY=${c.JOB_BATCH_CONCURRENCY}: accepts at most DB_POOL_MAX (${c.DB_POOL_MAX}), since each batch at once holds a connection of the pool`);
   }
   if ((c.DB_LOGIN_ROLE === undefined) !== (c.DB_LOGIN_PASSWORD === undefined)) {
     const unset = c.DB_LOGIN_ROLE === undefined ? 'DB_LOGIN_ROLE' : 'DB_LOGIN_PASSWORD';

@@ -57,9 +57,13 @@ async function newAccount(): Promise<{ id: string; key: string }> {
   return { id: account.body.id, key: key.body.key };
 }
 
-/** Resolves once a session of the database waits on a lock while running a statement that matches `like`. */
-async function someoneWaits(like: string): Promise<void> {
-  const waits = () => db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`, [like]);
+/**
+ * Resolves once a session of the database waits on a lock while running a statement that
+ * matches `like`; `locking`: a session that has locked rows already (it has a transaction id),
+ * as a batch has when it writes, and billing-run's readying of its statements has not.
+ */
+async function someoneWaits(like: string, locking = false): Promise<void> {
+  const waits = () => db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1 ${locking ? 'AND backend_xid IS NOT NULL' : ''}`, [like]);
   expect(await eventually(async () => (await waits()).length > 0, 60_000)).toBe(true);
 }
 
@@ -125,7 +129,7 @@ describe.each(Object.entries(billers))('a usage report meeting %s on its account
     const billed = bill(a, day);
     let report: ReturnType<typeof call> | undefined;
     try {
-      await someoneWaits('%INSERT INTO invoices%');
+      await someoneWaits('%INSERT INTO invoices%', true);
       report = call(a.key, 'POST', `/accounts/${a.id}/usage`, { metric: 'api_calls', quantity: 7, occurredAt: `${day}T12:00:00Z` });
       await someoneWaits('%FOR SHARE%');
       await holder.query('ROLLBACK');

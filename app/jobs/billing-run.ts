@@ -3,23 +3,28 @@
  * when the account had no usage.
  *
  * The pattern to copy for "do X once per entity per period": keyset batches over the
- * entities (`id > last id ORDER BY id LIMIT n`), each batch one set-based statement that is
- * idempotent by a unique key (invoices are unique on (account_id, period_start), so a rerun,
- * a retry or a concurrent duplicate inserts nothing twice), and a checkpoint with each
- * batch, in the batch's transaction. Pricing lives in app/billing.ts, shared with POST /accounts/:id/invoices.
+ * entities (ranges of ids cut up front at every n-th id, app/jobs/keyset-ranges.ts), each
+ * batch one set-based statement that is idempotent by a unique key (invoices are unique on
+ * (account_id, period_start), so a rerun, a retry or a concurrent duplicate inserts nothing
+ * twice), and a checkpoint with each batch, in the batch's transaction. JOB_BATCH_CONCURRENCY
+ * batches run side by side, each on its own connection; their checkpoints and commits take
+ * turns, so the run's row always says exactly what is committed. Pricing lives in app/billing.ts, shared with POST /accounts/:id/invoices.
  *
  * Batches run as the billing role (app/tenancy.ts), the one role that may write invoices. An account whose day cannot be
  * billed (its amount past bigint) is skipped and reported; everyone else is billed.
  */
-import { billAccounts, dayPeriod, type BillBatch } from '../billing.js';
+import { billAccounts, dayPeriod, prepareBillBatches, type BillBatch } from '../billing.js';
 import { defineJob, previousUtcDay } from './handler.js';
+import { cutRanges, RangesDone, Turns, type DoneRange, type KeyRange } from './keyset-ranges.js';
 import { reportSkipped, runIsolated, type SkippedAccount } from './per-account.js';
-import { BILLING, withIdentity } from '../tenancy.js';
+import { BILLING, withIdentity, type Queryable } from '../tenancy.js';
 import { markDayFinished } from './usage-days.js';
 
 export interface BillingCheckpoint {
   /** Every active account with an id up to this one has its invoice. */
   readonly afterAccountId: string;
+  /** Ranges of accounts beyond `afterAccountId` whose invoices are in too. */
+  readonly ahead?: readonly DoneRange[];
   /** Invoices this run inserted so far (the rest already existed). */
   readonly inserted: number;
   /** Accounts skipped so far, reported when the run ends. */
@@ -31,70 +36,130 @@ export function billingPeriodFor(t: Date) {
   return dayPeriod(previousUtcDay(t));
 }
 
+const ELIGIBLE = `status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC'`;
+
+/**
+ * How many accounts the day bills and how many of them are done up to `after`, and where the
+ * ranges after it end: at every `size`-th account, whatever its status (a batch locks them
+ * all, app/billing.ts), read from the primary key's index alone. One statement.
+ */
+async function plan(db: Queryable, periodEnd: string, after: string, size: number) {
+  const { rows } = await db.query<{ total: number; done: number; ends: string[] }>(
+    `SELECT count(*)::int AS total, count(*) FILTER (WHERE id <= $2::bigint)::int AS done,
+       ARRAY(SELECT id::text FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM accounts WHERE id > $2::bigint) AS later
+             WHERE n % $3 = 0 ORDER BY n) AS ends
+     FROM accounts WHERE ${ELIGIBLE}`,
+    [periodEnd, after, size],
+  );
+  const { total, done, ends } = rows[0]!;
+  return { total, done, ranges: cutRanges(after, ends) };
+}
+
 export const billingRun = defineJob<BillingCheckpoint>({
   describePeriod: (t) => `billing day ${billingPeriodFor(t).start}`,
 
+  async prepare({ pool, config, scheduledTime }) {
+    const period = billingPeriodFor(scheduledTime);
+    const lanes = Array.from({ length: config.JOB_BATCH_CONCURRENCY }, () => withIdentity(pool, BILLING, (db) => prepareBillBatches(db, period)));
+    await Promise.all(lanes);
+  },
+
   async run(ctx) {
     const period = billingPeriodFor(ctx.scheduledTime);
-    const limit = ctx.config.JOB_BATCH_SIZE;
-    const { rows } = await withIdentity(ctx.pool, BILLING, (db) =>
-      db.query<{ total: number; done: number }>(
-        `SELECT count(*)::int AS total, count(*) FILTER (WHERE id <= $2::bigint)::int AS done
-         FROM accounts WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC'`,
-        [period.end, ctx.checkpoint?.afterAccountId ?? '0'],
-      ),
-    );
-    let { afterAccountId, inserted } = ctx.checkpoint ?? { afterAccountId: '0', inserted: 0 };
-    const skipped: SkippedAccount[] = [...(ctx.checkpoint?.skipped ?? [])];
-    let processed = rows[0]!.done;
-    ctx.progress(processed, rows[0]!.total);
+    const from = ctx.checkpoint ?? { afterAccountId: '0', inserted: 0 };
+    let done = new RangesDone(from.afterAccountId, from.ahead);
+    let inserted = from.inserted;
+    const skipped: SkippedAccount[] = [...(from.skipped ?? [])];
+    const planned = await withIdentity(ctx.pool, BILLING, (db) => plan(db, period.end, from.afterAccountId, ctx.config.JOB_BATCH_SIZE));
+    let processed = planned.done + done.itemsAhead;
+    ctx.progress(processed, planned.total);
+    const queue = planned.ranges.filter((r) => !done.covers(r));
 
-    for (;;) {
-      ctx.signal.throwIfAborted();
-      const after = afterAccountId;
-      // The checkpoint is written in the batch's own transaction (one commit a batch, not two),
-      // unless the batch is redone account by account, whose checkpoint follows it.
-      let saved = false;
-      const batch = await runIsolated<BillBatch>(
-        ctx.pool,
-        {
-          as: BILLING,
-          all: async (db) => {
-            const b = await billAccounts(db, period, { afterAccountId: after, limit });
-            if (b.lastAccountId !== null) {
-              await ctx.saveCheckpoint({ afterAccountId: b.lastAccountId, inserted: inserted + b.inserted, skipped }, processed + b.accounts, db);
-              saved = true;
-            }
-            return b;
+    // Checkpoints and commits take turns, so each checkpoint adds its batch to what is committed.
+    const turns = new Turns();
+    const checkpointWith = (range: KeyRange, b: BillBatch) => {
+      const next = done.with(range, b.accounts);
+      const checkpoint: BillingCheckpoint = { afterAccountId: next.watermark, ahead: next.ahead, inserted: inserted + b.inserted, skipped };
+      return { next, checkpoint, processed: processed + b.accounts };
+    };
+    type Saved = ReturnType<typeof checkpointWith>;
+
+    const billRange = async (range: KeyRange) => {
+      let saved: Saved | undefined;
+      let endTurn: (() => void) | undefined;
+      try {
+        const batch = await runIsolated<BillBatch>(
+          ctx.pool,
+          {
+            as: BILLING,
+            all: async (db) => {
+              const b = await billAccounts(db, period, { afterAccountId: range.after, throughAccountId: range.through });
+              endTurn = await turns.take();
+              const next = checkpointWith(range, b);
+              await ctx.saveCheckpoint(next.checkpoint, next.processed, db);
+              saved = next;
+              return b;
+            },
+            ids: async (db) => {
+              saved = undefined;
+              const { rows: ids } = await db.query<{ id: string }>(
+                `SELECT id::text FROM accounts WHERE ${ELIGIBLE} AND id > $2::bigint AND id <= coalesce($3::bigint, 9223372036854775807) ORDER BY accounts.id`,
+                [period.end, range.after, range.through],
+              );
+              return ids.map((r) => r.id);
+            },
+            one: (db, accountId) => billAccounts(db, period, { accountId }),
+            merge: (results, ids) => ({
+              accounts: ids.length,
+              inserted: results.reduce((n, r) => n + r.inserted, 0),
+              lastAccountId: ids.at(-1) ?? null,
+            }),
           },
-          ids: async (db) => {
-            saved = false;
-            const { rows: ids } = await db.query<{ id: string }>(
-              `SELECT id::text FROM accounts WHERE status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC' AND id > $2::bigint ORDER BY accounts.id LIMIT $3`,
-              [period.end, after, limit],
-            );
-            return ids.map((r) => r.id);
-          },
-          one: (db, accountId) => billAccounts(db, period, { accountId }),
-          merge: (results, ids) => ({
-            accounts: ids.length,
-            inserted: results.reduce((n, r) => n + r.inserted, 0),
-            lastAccountId: ids.at(-1) ?? null,
-          }),
-        },
-        skipped,
-        ctx.logger,
-      );
-      if (batch.lastAccountId === null) break;
-      afterAccountId = batch.lastAccountId;
-      processed += batch.accounts;
-      inserted += batch.inserted;
-      if (!saved) await ctx.saveCheckpoint({ afterAccountId, inserted, skipped }, processed);
-      if (batch.accounts < limit) break;
-    }
+          skipped,
+          ctx.logger,
+        );
+        // Redone account by account: its checkpoint follows, in a turn of its own.
+        if (saved === undefined) {
+          endTurn ??= await turns.take();
+          saved = checkpointWith(range, batch);
+          await ctx.saveCheckpoint(saved.checkpoint, saved.processed);
+        }
+        ({ next: done, processed } = saved);
+        inserted = saved.checkpoint.inserted;
+      } finally {
+        endTurn?.();
+      }
+    };
+
+    await sideBySide(queue, Math.min(ctx.config.JOB_BATCH_CONCURRENCY, queue.length), ctx.signal, billRange);
     // A day with a skipped account is not finished: its usage is kept until a rerun bills it.
     if (skipped.length === 0) await markDayFinished(ctx.pool, BILLING, period.start, 'billed');
     await reportSkipped(skipped, { job: ctx.job.name, period: `billing day ${period.start}`, scheduledTime: ctx.scheduledTime }, { topicArn: ctx.config.ALERT_TOPIC_ARN, logger: ctx.logger });
     return { period: period.start, accounts: processed, invoicesInserted: inserted, skippedAccounts: skipped.map((s) => s.accountId) };
   },
 });
+
+/**
+ * Runs `work` on each item of `queue` in order, `width` at a time. The first failure stops
+ * the others from starting another item, and is thrown once every item started has ended:
+ * nothing of the run is left running when it returns.
+ */
+export async function sideBySide<T>(queue: readonly T[], width: number, signal: AbortSignal, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failed = false;
+  const lane = async () => {
+    while (!failed && next < queue.length) {
+      signal.throwIfAborted();
+      const item = queue[next++]!;
+      try {
+        await work(item);
+      } catch (err) {
+        failed = true;
+        throw err;
+      }
+    }
+  };
+  const ends = await Promise.allSettled(Array.from({ length: Math.max(1, width) }, lane));
+  const failure = ends.find((e): e is PromiseRejectedResult => e.status === 'rejected');
+  if (failure !== undefined) throw failure.reason;
+}

@@ -51,6 +51,13 @@ export interface JobHandler<C = unknown> {
   describePeriod(scheduledTime: Date): string;
   /** Does the work; resolves with a summary that the runner logs. Throws to fail the attempt. */
   run(ctx: JobContext<C>): Promise<Record<string, unknown>>;
+  /**
+   * Optional: readies the pool's connections for the batches (opens them, prepares their
+   * statements) while the runner takes its locks and settles earlier runs, so the first
+   * batches do not pay for it. It must change nothing: the run may not go on (already done,
+   * skipped). A failure is logged and ignored; the batches meet whatever caused it.
+   */
+  prepare?(ctx: Pick<JobContext<C>, 'pool' | 'config' | 'scheduledTime'>): Promise<void>;
 }
 
 /** Declares a handler with its checkpoint type. */

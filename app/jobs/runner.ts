@@ -97,6 +97,7 @@ export class JobRunner {
     const s = this.s;
     const runLock = s.lock(`run:${s.job.name}@${s.iso}`);
     if (!(await takeRunLock(s, runLock))) return { kind: 'already-running' };
+    const prepared = this.prepare();
     try {
       const db = runLock.connection;
       const done = await alreadyDone(s, db);
@@ -108,12 +109,25 @@ export class JobRunner {
         const settled = await settlePreviousRuns(s, db);
         if (settled !== true) return settled;
         if (s.stop.aborted) return await stoppedBeforeStart(s, db, stopOf(s.stop));
+        await prepared;
         return await runAttempts(s, db);
       } finally {
         await jobLock.release();
       }
     } finally {
+      await prepared;
       await runLock.release();
+    }
+  }
+
+  /** The handler's `prepare`, side by side with steps 2-4; never rejects. */
+  private async prepare(): Promise<void> {
+    const { o, log } = this.s;
+    if (o.handler.prepare === undefined) return;
+    try {
+      await o.handler.prepare({ pool: o.pool, config: o.config, scheduledTime: o.scheduledTime });
+    } catch (err) {
+      log.debug({ err: errorText(err) }, `preparing the batches' connections failed (${errorText(err)}); the batches open their own`);
     }
   }
 

@@ -206,7 +206,7 @@ describe('the endings without an alert of their own', () => {
       const run = await executeLocally(billing, { scheduledTime: time }, env(), {
         onStart: async (attempt, proc) => {
           if (attempt !== 1) return;
-          const waiting = await eventually(async () => (await db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name = '${applicationName('job:billing-run')}'`)).length > 0, 20_000);
+          const waiting = await eventually(async () => (await db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND backend_xid IS NOT NULL AND application_name = '${applicationName('job:billing-run')}'`)).length > 0, 20_000);
           expect(waiting).toBe(true);
           proc.kill('SIGTERM');
           await proc.exited;

@@ -33,20 +33,23 @@ async function reset(): Promise<void> {
 }
 
 describe('the timeout', () => {
-  it('stops the job at the end of its batch, records `failed` with reason "timeout" and the checkpoint, alerts and exits 1', async () => {
+  it('stops the job once the batches running side by side end, records `failed` with reason "timeout" and the checkpoint, alerts and exits 1', async () => {
     await reset();
     const timeoutMs = 2_000;
     const batch = 2;
+    const lanes = 2;
+    // The first batch commits; the next `lanes` wait on the lock, and each finishes once let go.
+    const committed = (1 + lanes) * batch;
     const eligible = (
       await db.query<{ id: string }>(
         `SELECT id::text FROM accounts WHERE status = 'active' AND created_at < ($1::date + 1)::timestamp AT TIME ZONE 'UTC' ORDER BY accounts.id LIMIT $2`,
-        [NIGHTLY_DAY, 2 * batch],
+        [NIGHTLY_DAY, committed],
       )
     ).map((r) => r.id);
     // A transaction of the test locks every account after the first batch, so the job's
-    // second batch waits on it: the job cannot end before its timeout however fast or slow
+    // later batches wait on it: the job cannot end before its timeout however fast or slow
     // the machine is. The test lets it go once the timeout has certainly passed; the job then
-    // finishes that batch and stops before the next. SHUTDOWN_TIMEOUT_MS gives that batch a
+    // finishes the batches it runs side by side and starts no other. SHUTDOWN_TIMEOUT_MS gives that batch a
     // grace of 15 s, far beyond any delay of a loaded machine.
     const job = await db.withClient(async (holder) => {
       await holder.query('BEGIN');
@@ -54,6 +57,7 @@ describe('the timeout', () => {
       const proc = startJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], {
         JOB_FAULT_INJECTION: `timeout-ms=${timeoutMs}`,
         JOB_BATCH_SIZE: String(batch),
+        JOB_BATCH_CONCURRENCY: String(lanes),
         SHUTDOWN_TIMEOUT_MS: '20000',
         ...snsEnv(sns),
       });
@@ -74,8 +78,8 @@ describe('the timeout', () => {
     const rows = await jobRuns(db);
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ status: 'failed', attempt: 1, error: 'timeout: the run passed its 2 s timeout (lib/jobs.ts)' });
-    expect(rows[0]!.checkpoint).toMatchObject({ afterAccountId: eligible[2 * batch - 1], inserted: 2 * batch });
-    expect((await invoiceCounts(db)).invoices).toBe(2 * batch);
+    expect(rows[0]!.checkpoint).toMatchObject({ afterAccountId: eligible[committed - 1], ahead: [], inserted: committed });
+    expect((await invoiceCounts(db)).invoices).toBe(committed);
     // A timeout is final: no retry, one alert.
     expect(sns.messages).toHaveLength(1);
     expect(sns.messages[0]!.message).toContain('Error:          timeout: the run passed its 2 s timeout');

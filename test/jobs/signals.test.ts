@@ -133,7 +133,7 @@ describe('SIGTERM during a statement longer than the stop grace', () => {
       await blocker.query('LOCK TABLE invoices IN SHARE MODE');
       const job = startJob(db, ['billing-run'], { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS), SCHEDULED_TIME: NIGHTLY_TIME });
       const waiting = await eventually(async () => {
-        const rows = await db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name = '${applicationName('job:billing-run')}'`);
+        const rows = await db.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND backend_xid IS NOT NULL AND application_name = '${applicationName('job:billing-run')}'`);
         return rows.length > 0;
       }, 20_000);
       expect(waiting).toBe(true);
