@@ -33,6 +33,13 @@ describe('configuration', () => {
     expect(() => loadConfig({ ...DB, RATE_LIMIT_WINDOW_MS: '10' })).toThrow(/RATE_LIMIT_WINDOW_MS="10": accepts 1000 to 3600000/);
   });
 
+  it('runs two batches of a job side by side, at most one per connection of the pool', () => {
+    expect(loadConfig(DB).JOB_BATCH_CONCURRENCY).toBe(2);
+    expect(loadConfig({ ...DB, JOB_BATCH_CONCURRENCY: '1' }).JOB_BATCH_CONCURRENCY).toBe(1);
+    expect(() => loadConfig({ ...DB, DB_POOL_MAX: '3', JOB_BATCH_CONCURRENCY: '4' })).toThrow(/JOB_BATCH_CONCURRENCY=4: accepts at most DB_POOL_MAX \(3\), since each batch at once holds a connection of the pool/);
+    expect(() => loadConfig({ ...DB, JOB_BATCH_CONCURRENCY: '0' })).toThrow(/JOB_BATCH_CONCURRENCY="0": accepts 1 to 16 \(batches at once\)/);
+  });
+
   it('never echoes a password or a key in a configuration error', () => {
     const bad = () => loadConfig({ DATABASE_URL: 'mysql://app:hunter2@db.internal:3306/app', ADMIN_API_KEY: 'short-s3cret' });
     expect(bad).toThrow(/DATABASE_URL="mysql:\/\/app:\*\*\*@db.internal:3306\/app": accepts a postgres:\/\//);

@@ -66,33 +66,39 @@ export class RangesDone {
   }
 
   /**
-   * What is done once `range` commits too; this one does not change. Ranges that meet or
-   * overlap merge, so what is kept beyond the watermark is at most one range per gap: the
-   * batches still running. (A resumed run's ranges may be cut elsewhere than its checkpoint's.)
+   * What is done once `range` commits too; this one does not change. The watermark moves
+   * through every range that starts at it; of the rest, ranges that meet or overlap merge, so
+   * what is kept beyond the watermark is at most one range per gap (the batches still running)
+   * and the last range, to the end of the ids, once it is done. A resumed run's ranges may be
+   * cut elsewhere than its checkpoint's: a range is cut where the watermark has passed.
    */
   with(range: KeyRange, items: number): RangesDone {
-    const mark = BigInt(this.mark);
-    const end = (r: KeyRange) => (r.through === null ? null : BigInt(r.through));
-    const sorted = [...this.beyond, { ...range, items }]
-      .filter((r) => end(r) === null || end(r)! > mark)
-      .map((r) => (BigInt(r.after) < mark ? { ...r, after: this.mark } : r))
-      .sort((a, b) => (BigInt(a.after) < BigInt(b.after) ? -1 : 1));
-    const merged: DoneRange[] = [];
-    for (const r of sorted) {
-      const last = merged.at(-1);
-      const lastEnd = last === undefined ? undefined : end(last);
-      if (last === undefined || (lastEnd !== null && BigInt(r.after) > lastEnd!)) {
-        merged.push(r);
-        continue;
-      }
-      const through = lastEnd === null || end(r) === null ? null : lastEnd! > end(r)! ? last.through : r.through;
-      merged[merged.length - 1] = { after: last.after, through, items: last.items + r.items };
+    let mark = BigInt(this.mark);
+    let rest = sortedAfter(mark, [...this.beyond, { ...range, items }]);
+    while (rest[0] !== undefined && BigInt(rest[0].after) === mark && rest[0].through !== null) {
+      mark = BigInt(rest[0].through);
+      rest = sortedAfter(mark, rest.slice(1));
     }
-    const first = merged[0]!;
-    // Done from the watermark on: it moves to the range's end, unless that is the end of the ids.
-    if (first.after === this.mark && first.through !== null) return new RangesDone(first.through, merged.slice(1));
-    return new RangesDone(this.mark, merged);
+    const merged: DoneRange[] = [];
+    for (const r of rest) {
+      const last = merged.at(-1);
+      if (last === undefined) merged.push(r);
+      // The range to the end of the ids holds every range after its start.
+      else if (last.through === null) merged[merged.length - 1] = { ...last, items: last.items + r.items };
+      else if (r.through !== null && BigInt(r.after) <= BigInt(last.through)) {
+        merged[merged.length - 1] = { after: last.after, through: BigInt(r.through) > BigInt(last.through) ? r.through : last.through, items: last.items + r.items };
+      } else merged.push(r);
+    }
+    return new RangesDone(String(mark), merged);
   }
+}
+
+/** The parts of `ranges` after `mark` (a range it cuts starts at it), in order. */
+function sortedAfter(mark: bigint, ranges: readonly DoneRange[]): DoneRange[] {
+  return ranges
+    .filter((r) => r.through === null || BigInt(r.through) > mark)
+    .map((r) => (BigInt(r.after) < mark ? { ...r, after: String(mark) } : r))
+    .sort((a, b) => (BigInt(a.after) < BigInt(b.after) ? -1 : BigInt(a.after) > BigInt(b.after) ? 1 : 0));
 }
 
 /** Hands out turns one at a time, in the order they were asked for. */

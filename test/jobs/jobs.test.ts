@@ -36,6 +36,44 @@ describe('billing-run', () => {
     expect(total).toEqual([{ total: String((await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM accounts WHERE status = 'active'`))[0]!.n) }]);
     await expectNothingLeft(db);
   });
+
+  const digest = async () =>
+    (await db.query<{ d: string }>(`SELECT md5(string_agg(account_id || ':' || quantity || ':' || amount_cents, ',' ORDER BY account_id)) AS d FROM invoices WHERE period_start = $1`, [NIGHTLY_DAY]))[0]!.d;
+
+  it('one batch at a time (JOB_BATCH_CONCURRENCY=1) writes the same invoices as batches side by side', async () => {
+    const sideBySide = await digest();
+    await db.query('TRUNCATE invoices, job_runs');
+    const r = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], { JOB_BATCH_SIZE: '64', JOB_BATCH_CONCURRENCY: '1' });
+    expect(r.code).toBe(0);
+    expect(await digest()).toBe(sideBySide);
+    await expectOneInvoicePerActiveAccount(db);
+  });
+
+  it('a resumed run skips the ranges its checkpoint has done beyond its watermark, and its counts stay exact', async () => {
+    const complete = await digest();
+    const ids = (await db.query<{ id: string }>('SELECT id::text FROM accounts ORDER BY accounts.id')).map((r) => r.id);
+    const eligible = async (after: string, through: string | null) =>
+      (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM accounts WHERE status = 'active' AND id > $1::bigint AND ($2::bigint IS NULL OR id <= $2::bigint)`, [after, through]))[0]!.n;
+    // An earlier attempt committed every range up to `watermark`, and (ahead, through] beyond it;
+    // its ranges ended at every 50th account, as the rerun's do.
+    const [watermark, ahead, through] = [ids[99]!, ids[199]!, ids[299]!];
+    const gaps = (await eligible(watermark, ahead)) + (await eligible(through, null));
+    await db.query(`DELETE FROM invoices WHERE period_start = $1 AND ((account_id > $2 AND account_id <= $3) OR account_id > $4)`, [NIGHTLY_DAY, watermark, ahead, through]);
+    await db.query('TRUNCATE job_runs');
+    const checkpoint = { afterAccountId: watermark, ahead: [{ after: ahead, through, items: await eligible(ahead, through) }], inserted: 1_234, skipped: [] };
+    await db.query(
+      `INSERT INTO job_runs (job, scheduled_time, status, attempt, finished_at, checkpoint, error, ran_on) VALUES ('billing-run', $1, 'interrupted', 1, now(), $2, 'interrupted by SIGTERM', 'a-stopped-task')`,
+      [NIGHTLY_TIME, JSON.stringify(checkpoint)],
+    );
+    const r = await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME], { JOB_BATCH_SIZE: '50' });
+    expect(r.code).toBe(0);
+    const active = await eligible('0', null);
+    // Every account counted once: a range done again would count its accounts twice.
+    expect(summaryOf(r.logs)).toMatchObject({ accounts: active, invoicesInserted: 1_234 + gaps, skippedAccounts: [] });
+    expect(await digest()).toBe(complete);
+    await expectOneInvoicePerActiveAccount(db);
+    await expectNothingLeft(db);
+  });
 });
 
 describe('report-aggregation', () => {
