@@ -21,7 +21,7 @@ export const JOB_LOCK_CONNECTIONS = 2;
 export const QUEUED_RUN_CONNECTIONS = 2;
 /** superuser_reserved_connections (3) + RDS's rdsadmin sessions (2) + a migration, psql and `npm run runs` (5). */
 export const RESERVED_CONNECTIONS = 10;
-/** A job's pool: its batches run one statement at a time, so a small pool is plenty. */
+/** A job's pool: billing-run runs two batches side by side (JOB_BATCH_CONCURRENCY), each a statement at a time, so a small pool is plenty. */
 export const JOB_POOL_MAX = 3;
 /** Below this an API task cannot serve a request while its worker leads (the lock holds one connection). */
 export const MIN_API_POOL_MAX = 2;
