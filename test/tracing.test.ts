@@ -360,6 +360,21 @@ describe('the container', () => {
     const batches = spans.filter((s) => s.name === 'billing-run batch');
     expect(batches.length).toBeGreaterThan(0);
     for (const b of batches) expect(b.parentSpanId).toBe(attempt.spanId);
+    // Each range its batches run side by side is a span of the attempt, its statements within it.
+    const ranges = spans.filter((s) => s.name === 'billing-run range');
+    expect(ranges.length).toBeGreaterThan(0);
+    for (const r of ranges) expect(r.parentSpanId).toBe(attempt.spanId);
+    const parentOf = new Map(spans.map((s) => [s.spanId, s.parentSpanId]));
+    const inRange = (s: { spanId: string }) => {
+      for (let id = parentOf.get(s.spanId); id !== undefined; id = parentOf.get(id)) if (ranges.some((r) => r.spanId === id)) return true;
+      return false;
+    };
+    // Each range's transaction: its lock, its checkpoint (and its invoices, when it bills any).
+    const transactions = spans.filter((s) => s.name === 'tenancy transaction' && ranges.some((r) => r.spanId === s.parentSpanId));
+    expect(transactions).toHaveLength(ranges.length);
+    const within = spans.filter(inRange).map((s) => s.name);
+    expect(within.filter((n) => n === 'SELECT accounts')).toHaveLength(ranges.length);
+    expect(within.filter((n) => n === 'SET job_runs')).toHaveLength(ranges.length);
     expect(logs.find((l) => /attempt 1 started/.test(l.msg))?.trace_id).toBe(expected);
   });
 

@@ -15,9 +15,10 @@
  */
 import { billAccounts, dayPeriod, prepareBillBatches, type BillBatch } from '../billing.js';
 import { defineJob, previousUtcDay } from './handler.js';
-import { cutRanges, RangesDone, Turns, type DoneRange, type KeyRange } from './keyset-ranges.js';
+import { rangesToRun, RangesDone, Turns, type DoneRange, type KeyRange } from './keyset-ranges.js';
 import { reportSkipped, runIsolated, type SkippedAccount } from './per-account.js';
 import { BILLING, withIdentity, type Queryable } from '../tenancy.js';
+import { inSpan, tracingOn } from '../tracing/trace.js';
 import { markDayFinished } from './usage-days.js';
 
 export interface BillingCheckpoint {
@@ -51,8 +52,7 @@ async function plan(db: Queryable, periodEnd: string, after: string, size: numbe
      FROM accounts WHERE ${ELIGIBLE}`,
     [periodEnd, after, size],
   );
-  const { total, done, ends } = rows[0]!;
-  return { total, done, ranges: cutRanges(after, ends) };
+  return rows[0]!;
 }
 
 export const billingRun = defineJob<BillingCheckpoint>({
@@ -61,7 +61,9 @@ export const billingRun = defineJob<BillingCheckpoint>({
   async prepare({ pool, config, scheduledTime }) {
     const period = billingPeriodFor(scheduledTime);
     const lanes = Array.from({ length: config.JOB_BATCH_CONCURRENCY }, () => withIdentity(pool, BILLING, (db) => prepareBillBatches(db, period)));
-    await Promise.all(lanes);
+    // Every lane ends before the run goes on, whether or not another failed.
+    const failed = (await Promise.allSettled(lanes)).find((l) => l.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
   },
 
   async run(ctx) {
@@ -69,22 +71,25 @@ export const billingRun = defineJob<BillingCheckpoint>({
     const from = ctx.checkpoint ?? { afterAccountId: '0', inserted: 0 };
     let done = new RangesDone(from.afterAccountId, from.ahead);
     let inserted = from.inserted;
-    const skipped: SkippedAccount[] = [...(from.skipped ?? [])];
+    let skipped: readonly SkippedAccount[] = [...new Map((from.skipped ?? []).map((a) => [a.accountId, a])).values()];
     const planned = await withIdentity(ctx.pool, BILLING, (db) => plan(db, period.end, from.afterAccountId, ctx.config.JOB_BATCH_SIZE));
     let processed = planned.done + done.itemsAhead;
     ctx.progress(processed, planned.total);
-    const queue = planned.ranges.filter((r) => !done.covers(r));
+    const queue = rangesToRun(done, planned.ends);
 
     // Checkpoints and commits take turns, so each checkpoint adds its batch to what is committed.
     const turns = new Turns();
-    const checkpointWith = (range: KeyRange, b: BillBatch) => {
+    // A range's skipped accounts join the run's with its checkpoint: a range done again (after a
+    // kill, a retry) reports them once.
+    const checkpointWith = (range: KeyRange, b: BillBatch, skippedHere: readonly SkippedAccount[]) => {
       const next = done.with(range, b.accounts);
-      const checkpoint: BillingCheckpoint = { afterAccountId: next.watermark, ahead: next.ahead, inserted: inserted + b.inserted, skipped };
+      const checkpoint = { afterAccountId: next.watermark, ahead: next.ahead, inserted: inserted + b.inserted, skipped: [...skipped, ...skippedHere] } satisfies BillingCheckpoint;
       return { next, checkpoint, processed: processed + b.accounts };
     };
     type Saved = ReturnType<typeof checkpointWith>;
 
     const billRange = async (range: KeyRange) => {
+      const skippedHere: SkippedAccount[] = [];
       let saved: Saved | undefined;
       let endTurn: (() => void) | undefined;
       try {
@@ -95,7 +100,7 @@ export const billingRun = defineJob<BillingCheckpoint>({
             all: async (db) => {
               const b = await billAccounts(db, period, { afterAccountId: range.after, throughAccountId: range.through });
               endTurn = await turns.take();
-              const next = checkpointWith(range, b);
+              const next = checkpointWith(range, b, skippedHere);
               await ctx.saveCheckpoint(next.checkpoint, next.processed, db);
               saved = next;
               return b;
@@ -115,23 +120,26 @@ export const billingRun = defineJob<BillingCheckpoint>({
               lastAccountId: ids.at(-1) ?? null,
             }),
           },
-          skipped,
+          skippedHere,
           ctx.logger,
         );
         // Redone account by account: its checkpoint follows, in a turn of its own.
         if (saved === undefined) {
           endTurn ??= await turns.take();
-          saved = checkpointWith(range, batch);
+          saved = checkpointWith(range, batch, skippedHere);
           await ctx.saveCheckpoint(saved.checkpoint, saved.processed);
         }
         ({ next: done, processed } = saved);
         inserted = saved.checkpoint.inserted;
+        skipped = saved.checkpoint.skipped;
       } finally {
         endTurn?.();
       }
     };
 
-    await sideBySide(queue, Math.min(ctx.config.JOB_BATCH_CONCURRENCY, queue.length), ctx.signal, billRange);
+    // With tracing on, each range is a span, its statements within it (the runner's batch spans run from one checkpoint to the next).
+    const traced = (range: KeyRange) => inSpan(`${ctx.job.name} range`, { 'job.range.after': range.after, 'job.range.through': range.through ?? 'end' }, () => billRange(range));
+    await sideBySide(queue, Math.min(ctx.config.JOB_BATCH_CONCURRENCY, queue.length), ctx.signal, tracingOn() ? traced : billRange);
     // A day with a skipped account is not finished: its usage is kept until a rerun bills it.
     if (skipped.length === 0) await markDayFinished(ctx.pool, BILLING, period.start, 'billed');
     await reportSkipped(skipped, { job: ctx.job.name, period: `billing day ${period.start}`, scheduledTime: ctx.scheduledTime }, { topicArn: ctx.config.ALERT_TOPIC_ARN, logger: ctx.logger });

@@ -32,6 +32,18 @@ export function cutRanges(after: string, ends: readonly string[]): KeyRange[] {
   return ranges;
 }
 
+/**
+ * The ranges a run works on, from what is `done` and its plan's `ends`: cut at the ends and
+ * where the ranges done beyond the watermark begin and end, so that each range is done or not,
+ * never in part; those done are left out.
+ */
+export function rangesToRun(done: RangesDone, ends: readonly string[]): KeyRange[] {
+  const after = BigInt(done.watermark);
+  const cuts = [...new Set([...ends, ...done.ahead.flatMap((r) => [r.after, r.through ?? r.after])])].filter((id) => BigInt(id) > after);
+  cuts.sort(compareIds);
+  return cutRanges(done.watermark, cuts).filter((r) => !done.covers(r));
+}
+
 /** Whether `inner` lies within `outer`. */
 function within(inner: KeyRange, outer: KeyRange): boolean {
   if (BigInt(inner.after) < BigInt(outer.after)) return false;
@@ -82,12 +94,14 @@ export class RangesDone {
     const merged: DoneRange[] = [];
     for (const r of rest) {
       const last = merged.at(-1);
-      if (last === undefined) merged.push(r);
-      // The range to the end of the ids holds every range after its start.
-      else if (last.through === null) merged[merged.length - 1] = { ...last, items: last.items + r.items };
-      else if (r.through !== null && BigInt(r.after) <= BigInt(last.through)) {
-        merged[merged.length - 1] = { after: last.after, through: BigInt(r.through) > BigInt(last.through) ? r.through : last.through, items: last.items + r.items };
-      } else merged.push(r);
+      if (last === undefined || (last.through !== null && BigInt(r.after) > BigInt(last.through))) {
+        merged.push(r);
+        continue;
+      }
+      // They meet (the items add up) or overlap (what both hold is not known: the larger count stands).
+      const meet = r.after === last.through;
+      const through = last.through === null || r.through === null ? null : BigInt(r.through) > BigInt(last.through) ? r.through : last.through;
+      merged[merged.length - 1] = { after: last.after, through, items: meet ? last.items + r.items : Math.max(last.items, r.items) };
     }
     return new RangesDone(String(mark), merged);
   }
@@ -98,7 +112,19 @@ function sortedAfter(mark: bigint, ranges: readonly DoneRange[]): DoneRange[] {
   return ranges
     .filter((r) => r.through === null || BigInt(r.through) > mark)
     .map((r) => (BigInt(r.after) < mark ? { ...r, after: String(mark) } : r))
-    .sort((a, b) => (BigInt(a.after) < BigInt(b.after) ? -1 : BigInt(a.after) > BigInt(b.after) ? 1 : 0));
+    .sort((a, b) => compareIds(a.after, b.after) || compareEnds(a.through, b.through));
+}
+
+function compareIds(a: string, b: string): number {
+  return BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0;
+}
+
+/** Range ends in order, the end of the ids (null) last. */
+function compareEnds(a: string | null, b: string | null): number {
+  if (a === b) return 0;
+  if (a === null) return 1;
+  if (b === null) return -1;
+  return compareIds(a, b);
 }
 
 /** Hands out turns one at a time, in the order they were asked for. */
