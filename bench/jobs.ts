@@ -4,6 +4,7 @@
  *   1. billing-run over 100,000 accounts (the real process, default JOB_BATCH_SIZE) against
  *      one set-based INSERT ... SELECT that writes the same invoices, on the same database,
  *      in an order that turns every round; the median of the rounds' ratios. Target: at most 1.15x.
+ *      Also, every round, billing-run with one batch at a time (JOB_BATCH_CONCURRENCY=1).
  *   2. The runner's overhead on a no-op job: run lock, job lock, run row, heartbeat and EMF
  *      line, outcome, unlock; in process, many runs. Target: at most 50 ms per run.
  *   3. Process start to the first log line (target: at most 2x bare Node printing one line,
@@ -74,6 +75,9 @@ async function main(): Promise<void> {
     // own cost is a ratio of runs seconds apart rather than of two benchmark runs.
     const untracedMs: number[] = [];
     const untracedCpu: number[] = [];
+    // billing-run with one batch at a time: what running two side by side buys.
+    const serialMs: number[] = [];
+    const serialCpu: number[] = [];
     let expected = '';
     const runStatement = async () => {
       await clearInvoices(db!);
@@ -101,12 +105,15 @@ async function main(): Promise<void> {
       // The order turns every round, so that whatever one run leaves the next falls on both alike.
       // With tracing on, the traced and the untraced runs of a round swap places too.
       if (round % 2 === 1) await runStatement();
+      if (round % 2 === 0) await runJob({ ...TRACING, JOB_BATCH_CONCURRENCY: '1' }, serialMs, serialCpu);
       if (TRACING.TRACES && round % 2 === 0) await runJob({}, untracedMs, untracedCpu);
       jobWallMs.push(await runJob(TRACING, jobMs, jobCpu));
       if (TRACING.TRACES && round % 2 === 1) await runJob({}, untracedMs, untracedCpu);
+      if (round % 2 === 1) await runJob({ ...TRACING, JOB_BATCH_CONCURRENCY: '1' }, serialMs, serialCpu);
       if (round % 2 === 0) await runStatement();
       const cpu = jobCpu.length > 0 ? `; Postgres CPU ${fmt(statementCpu.at(-1)!, 0)} and ${fmt(jobCpu.at(-1)!, 0)} ms` : '';
       out(`  round ${round}: statement ${fmt(statementMs.at(-1)!, 0)} ms, billing-run ${fmt(jobMs.at(-1)!, 0)} ms (process ${fmt(jobWallMs.at(-1)!, 0)} ms) = ${fmt(jobMs.at(-1)! / statementMs.at(-1)!, 2)}x${cpu}`);
+      out(`           billing-run one batch at a time ${fmt(serialMs.at(-1)!, 0)} ms = ${fmt(serialMs.at(-1)! / statementMs.at(-1)!, 2)}x${serialCpu.length > 0 ? `; Postgres CPU ${fmt(serialCpu.at(-1)!, 0)} ms` : ''}`);
       if (TRACING.TRACES) out(`           billing-run with tracing off ${fmt(untracedMs.at(-1)!, 0)} ms${untracedCpu.length > 0 ? `; Postgres CPU ${fmt(untracedCpu.at(-1)!, 0)} ms` : ''}`);
     }
     // Each round's two runs are seconds apart: the median of the rounds' ratios leaves out the
@@ -121,6 +128,9 @@ async function main(): Promise<void> {
       const cpuRatio = median(jobCpu.map((ms, i) => ms / statementCpu[i]!));
       out(`  Postgres CPU time: statement ${fmt(median(statementCpu), 0)} ms, billing-run ${fmt(median(jobCpu), 0)} ms; the rounds' ratios' median ${fmt(cpuRatio, 2)}x (what a loaded machine does not distort)`);
     }
+    const serialRatio = median(serialMs.map((ms, i) => ms / statementMs[i]!));
+    const serialCpuRatio = serialCpu.length > 0 ? `; Postgres CPU ${fmt(median(serialCpu.map((ms, i) => ms / statementCpu[i]!)), 2)}x` : '';
+    out(`  billing-run, one batch at a time (JOB_BATCH_CONCURRENCY=1): ${fmt(median(serialMs), 0)} ms; the rounds' ratios' median ${fmt(serialRatio, 2)}x the statement${serialCpuRatio}`);
     if (untracedMs.length > 0) {
       const perRound = jobMs.map((ms, i) => fmt(ms / untracedMs[i]!, 2)).join(', ');
       const cpu = untracedCpu.length > 0 ? `; Postgres CPU ${fmt(median(jobCpu) / median(untracedCpu), 2)}x` : '';

@@ -65,7 +65,7 @@ describe('a data error in one lane while the other lane commits', () => {
     await db.drop();
   });
 
-  it('after SIGKILL, the rerun reports the skipped account once (a skip joins the checkpoint with its own range's)', async () => {
+  it('after SIGKILL, the rerun reports the skipped account once (a skip joins the checkpoint with its own range\'s)', async () => {
     // Range 1 (JOB_BATCH_SIZE=2) is [attacker, blocked]; the attacker's day overflows bigint.
     const [attacker] = await accounts(db, 1, 'attacker', MAX_UNIT_PRICE_CENTS);
     const [blocked] = await accounts(db, 1, 'blocked');
