@@ -35,7 +35,7 @@ export interface BillBatch {
 }
 
 /** The largest bigint: a range with no last id ends there. */
-const BIGINT_MAX = '9223372036854775807';
+export const BIGINT_MAX = '9223372036854775807';
 
 /** Largest quantity one usage event may report; see MAX_UNIT_PRICE_CENTS for why. */
 export const MAX_USAGE_QUANTITY = 1_000_000;

@@ -13,7 +13,7 @@
  * Batches run as the billing role (app/tenancy.ts), the one role that may write invoices. An account whose day cannot be
  * billed (its amount past bigint) is skipped and reported; everyone else is billed.
  */
-import { billAccounts, dayPeriod, prepareBillBatches, type BillBatch } from '../billing.js';
+import { BIGINT_MAX, billAccounts, dayPeriod, prepareBillBatches, type BillBatch } from '../billing.js';
 import { defineJob, previousUtcDay } from './handler.js';
 import { rangesToRun, RangesDone, Turns, type DoneRange, type KeyRange } from './keyset-ranges.js';
 import { reportSkipped, runIsolated, type SkippedAccount } from './per-account.js';
@@ -108,7 +108,7 @@ export const billingRun = defineJob<BillingCheckpoint>({
             ids: async (db) => {
               saved = undefined;
               const { rows: ids } = await db.query<{ id: string }>(
-                `SELECT id::text FROM accounts WHERE ${ELIGIBLE} AND id > $2::bigint AND id <= coalesce($3::bigint, 9223372036854775807) ORDER BY accounts.id`,
+                `SELECT id::text FROM accounts WHERE ${ELIGIBLE} AND id > $2::bigint AND id <= coalesce($3::bigint, ${BIGINT_MAX}) ORDER BY accounts.id`,
                 [period.end, range.after, range.through],
               );
               return ids.map((r) => r.id);
