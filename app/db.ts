@@ -69,10 +69,20 @@ export function createPool(settings: DatabaseSettings, { role, max, logger, wait
 
 /**
  * Opens `n` connections at once and leaves them idle in the pool, so that the first statements
- * find them open. Never rejects: a connection that fails to open fails again, and is handled,
- * where it is first used.
+ * find them open; `ready`, a statement each runs first (a new backend's first statements load
+ * its caches: tens of milliseconds). Never rejects: a connection that fails to open fails again,
+ * and is handled, where it is first used.
  */
-export async function openConnections(pool: Pool, n: number): Promise<void> {
-  const opened = await Promise.allSettled(Array.from({ length: n }, () => pool.connect()));
-  for (const r of opened) if (r.status === 'fulfilled') r.value.release();
+export async function openConnections(pool: Pool, n: number, ready?: string): Promise<void> {
+  const open = async () => {
+    const client = await pool.connect();
+    try {
+      if (ready !== undefined) await client.query(ready);
+    } catch (err) {
+      client.release(err as Error);
+      return;
+    }
+    client.release();
+  };
+  await Promise.allSettled(Array.from({ length: n }, open));
 }

@@ -18,7 +18,7 @@ import { EXIT } from '../errors.js';
 import type { JobArgs } from './args.js';
 import { HANDLERS } from './registry.js';
 import { startTracingFor } from '../tracing/trace.js';
-import { JobRunner, LOCK_CONNECTIONS, exitCodeOf } from './runner.js';
+import { JobRunner, LOCK_CONNECTIONS, LOCK_CONNECTION_READY, exitCodeOf } from './runner.js';
 
 /** Runs job `name` for its parsed arguments (app/jobs/args.ts). */
 export async function runJobCommand(name: string, jobArgs: JobArgs, config: Config): Promise<void> {
@@ -35,11 +35,13 @@ export async function runJobCommand(name: string, jobArgs: JobArgs, config: Conf
     waitMs: config.DB_POOL_WAIT_MS,
     statementTimeoutMs: config.JOB_STATEMENT_TIMEOUT_MS,
   });
-  // The locks' connections open while the handler loads, side by side, instead of one after the
-  // other as the lock protocol asks for them.
-  void openConnections(pool, LOCK_CONNECTIONS);
+  // The locks' connections open (and load their caches) while the handler loads, side by side,
+  // instead of one after the other as the lock protocol asks for them. The run waits for them:
+  // the handshakes move on only between the modules' loads, and a lock asking for a connection
+  // while they are under way would open a third.
+  const opened = openConnections(pool, LOCK_CONNECTIONS, LOCK_CONNECTION_READY);
   // Tracing loads beside the handler, after the job's first line.
-  const [handler, traces] = await Promise.all([HANDLERS[name as JobName](), startTracingFor(config, logger, 'ecs-saas-backend-jobs')]);
+  const [handler, traces] = await Promise.all([HANDLERS[name as JobName](), startTracingFor(config, logger, 'ecs-saas-backend-jobs'), opened]);
   // Exit 1 tells the execution "failed, alerted": only true once the runner's alert went out.
   let runner: JobRunner | undefined;
   const failureCode = () => (runner?.alerted ? EXIT.failure : EXIT.unalerted);

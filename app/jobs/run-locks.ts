@@ -74,10 +74,17 @@ export async function takeJobLock(s: RunState, jobLock: AdvisoryLock, db: PoolCl
  * would take two hours to notice; with these, a dead lock holder is found within a minute.
  */
 async function keepDeadPeersDetectable(db: PoolClient): Promise<void> {
-  await db.query(
-    `SELECT set_config('tcp_keepalives_idle', '20', false), set_config('tcp_keepalives_interval', '10', false), set_config('tcp_keepalives_count', '3', false)`,
-  );
+  await db.query(KEEPALIVES);
 }
+
+const KEEPALIVES = `SELECT set_config('tcp_keepalives_idle', '20', false), set_config('tcp_keepalives_interval', '10', false), set_config('tcp_keepalives_count', '3', false)`;
+
+/**
+ * What a lock connection runs as soon as it opens, while the job's modules load: the
+ * keepalives, and a look at `job_runs`, which load the new backend's caches (its first
+ * statements took 40 to 60 ms each, on the run's clock, before the first lock was taken).
+ */
+export const LOCK_CONNECTION_READY = `${KEEPALIVES}, pg_backend_pid(), (SELECT count(*) FROM job_runs WHERE false)`;
 
 /** "run #12 (2025-01-02T00:15:00.000Z, heartbeat 3 s ago)", or "another run" when no row says which. */
 async function describeRunning(db: PoolClient, job: string): Promise<string> {

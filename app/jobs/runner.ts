@@ -27,7 +27,7 @@ export { MAX_BACKOFF_MS, backoffMs } from './backoff.js';
 export { STOP_GRACE_SHARE } from './attempt.js';
 export { exitCodeOf, type RunOutcome } from './outcome.js';
 export { RECONNECT_TRIES } from './reconnect.js';
-export { LOCK_CONNECTIONS } from './run-locks.js';
+export { LOCK_CONNECTIONS, LOCK_CONNECTION_READY } from './run-locks.js';
 export type { RunnerOptions } from './run-state.js';
 export { STALE_AFTER_HEARTBEATS } from './settle.js';
 
