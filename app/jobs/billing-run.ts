@@ -17,6 +17,7 @@ import { BIGINT_MAX, billAccounts, dayPeriod, prepareBillBatches, type BillBatch
 import { defineJob, previousUtcDay } from './handler.js';
 import { rangesToRun, RangesDone, Turns, type DoneRange, type KeyRange } from './keyset-ranges.js';
 import { reportSkipped, runIsolated, type SkippedAccount } from './per-account.js';
+import type { Pool } from '../db.js';
 import { BILLING, withIdentity, type Queryable } from '../tenancy.js';
 import { inSpan, tracingOn } from '../tracing/trace.js';
 import { markDayFinished } from './usage-days.js';
@@ -55,14 +56,31 @@ async function plan(db: Queryable, periodEnd: string, after: string, size: numbe
   return rows[0]!;
 }
 
+type Plan = Awaited<ReturnType<typeof plan>>;
+
+/** The plan `prepare` made of a run from the start, taken by the first attempt that starts there. */
+let plannedAhead: { pool: unknown; periodEnd: string; size: number; plan: Plan } | undefined;
+
+async function planFor(pool: Pool, periodEnd: string, after: string, size: number): Promise<Plan> {
+  const ahead = plannedAhead;
+  plannedAhead = undefined;
+  if (ahead !== undefined && ahead.pool === pool && ahead.periodEnd === periodEnd && ahead.size === size && after === '0') return ahead.plan;
+  return withIdentity(pool, BILLING, (db) => plan(db, periodEnd, after, size));
+}
+
 export const billingRun = defineJob<BillingCheckpoint>({
   describePeriod: (t) => `billing day ${billingPeriodFor(t).start}`,
 
   async prepare({ pool, config, scheduledTime }) {
     const period = billingPeriodFor(scheduledTime);
     const lanes = Array.from({ length: config.JOB_BATCH_CONCURRENCY }, () => withIdentity(pool, BILLING, (db) => prepareBillBatches(db, period)));
+    // The plan of a run from the start, meanwhile too: its ranges hold whatever a batch finds in
+    // them when it locks them, so they may be cut a moment early; its counts are the progress's.
+    const planned = withIdentity(pool, BILLING, (db) => plan(db, period.end, '0', config.JOB_BATCH_SIZE)).then((p) => {
+      plannedAhead = { pool, periodEnd: period.end, size: config.JOB_BATCH_SIZE, plan: p };
+    });
     // Every lane ends before the run goes on, whether or not another failed.
-    const failed = (await Promise.allSettled(lanes)).find((l) => l.status === 'rejected');
+    const failed = (await Promise.allSettled([...lanes, planned])).find((l) => l.status === 'rejected');
     if (failed !== undefined) throw failed.reason;
   },
 
@@ -72,7 +90,7 @@ export const billingRun = defineJob<BillingCheckpoint>({
     let done = new RangesDone(from.afterAccountId, from.ahead);
     let inserted = from.inserted;
     let skipped: readonly SkippedAccount[] = [...new Map((from.skipped ?? []).map((a) => [a.accountId, a])).values()];
-    const planned = await withIdentity(ctx.pool, BILLING, (db) => plan(db, period.end, from.afterAccountId, ctx.config.JOB_BATCH_SIZE));
+    const planned = await planFor(ctx.pool, period.end, from.afterAccountId, ctx.config.JOB_BATCH_SIZE);
     let processed = planned.done + done.itemsAhead;
     ctx.progress(processed, planned.total);
     const queue = rangesToRun(done, planned.ends);
