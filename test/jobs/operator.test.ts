@@ -72,7 +72,13 @@ describe('with a database', () => {
     expect((seeded.inserted as { usage: number }).usage).toBeGreaterThan(0);
     const second = await run(['seed', '--accounts', '120', '--days', '1'], { DATABASE_URL: db.url });
     expect(second.code).toBe(0);
-    expect(second.logs.find((l) => l.msg.startsWith('seed done'))?.inserted).toEqual({ accounts: 0, usage: 0 });
+    // Today's usage is seeded up to the moment of the run: a rerun later the same day adds what
+    // came due since (near midnight UTC, a few rows), never a row twice.
+    const again = second.logs.find((l) => l.msg.startsWith('seed done'))?.inserted as { accounts: number; usage: number };
+    expect(again.accounts).toBe(0);
+    const [today] = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM usage WHERE occurred_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'`);
+    expect(again.usage).toBeLessThanOrEqual(today!.n);
+    expect(await db.query(`SELECT count(*)::int AS n FROM usage`)).toEqual([{ n: (seeded.inserted as { usage: number }).usage + again.usage }]);
     expect(await db.query(`SELECT count(*)::int AS n FROM accounts`)).toEqual([{ n: 120 }]);
 
     expect((await runJob(db, ['billing-run', '--scheduled-time', NIGHTLY_TIME])).code).toBe(0);
