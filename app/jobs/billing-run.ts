@@ -43,16 +43,20 @@ const ELIGIBLE = `status = 'active' AND created_at < $1::date::timestamp AT TIME
 /**
  * How many accounts the day bills and how many of them are done up to `after`, and where the
  * ranges after it end: at every `size`-th account, whatever its status (a batch locks them
- * all, app/billing.ts), read from the primary key's index alone. One statement.
+ * all, app/billing.ts). One statement: the counts in one pass over the accounts; the ends by
+ * stepping `size` entries at a time along the primary key's index, from one end to the next
+ * (a numbering of every id, to keep each `size`-th, took half as long again).
  */
+const PLAN = `WITH RECURSIVE cut(id) AS (
+    SELECT (SELECT id FROM accounts WHERE id > $2::bigint ORDER BY id OFFSET $3::int - 1 LIMIT 1)
+    UNION ALL
+    SELECT (SELECT a.id FROM accounts a WHERE a.id > cut.id ORDER BY a.id OFFSET $3::int - 1 LIMIT 1) FROM cut WHERE cut.id IS NOT NULL)
+  SELECT count(*)::int AS total, count(*) FILTER (WHERE id <= $2::bigint)::int AS done,
+    ARRAY(SELECT cut.id::text FROM cut WHERE cut.id IS NOT NULL ORDER BY cut.id) AS ends
+  FROM accounts WHERE ${ELIGIBLE}`;
+
 async function plan(db: Queryable, periodEnd: string, after: string, size: number) {
-  const { rows } = await db.query<{ total: number; done: number; ends: string[] }>(
-    `SELECT count(*)::int AS total, count(*) FILTER (WHERE id <= $2::bigint)::int AS done,
-       ARRAY(SELECT id::text FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM accounts WHERE id > $2::bigint) AS later
-             WHERE n % $3 = 0 ORDER BY n) AS ends
-     FROM accounts WHERE ${ELIGIBLE}`,
-    [periodEnd, after, size],
-  );
+  const { rows } = await db.query<{ total: number; done: number; ends: string[] }>(PLAN, [periodEnd, after, size]);
   return rows[0]!;
 }
 

@@ -16,7 +16,7 @@ import { createLogger } from '../logger.js';
 import { ShutdownCoordinator, poolStep } from '../shutdown.js';
 import { EXIT } from '../errors.js';
 import type { JobArgs } from './args.js';
-import { HANDLERS } from './registry.js';
+import { CONNECTIONS_AT_ONCE, HANDLERS } from './registry.js';
 import { startTracingFor } from '../tracing/trace.js';
 import { JobRunner, LOCK_CONNECTIONS, LOCK_CONNECTION_READY, exitCodeOf } from './runner.js';
 
@@ -35,11 +35,11 @@ export async function runJobCommand(name: string, jobArgs: JobArgs, config: Conf
     waitMs: config.DB_POOL_WAIT_MS,
     statementTimeoutMs: config.JOB_STATEMENT_TIMEOUT_MS,
   });
-  // The locks' connections open (and load their caches) while the handler loads, side by side,
-  // instead of one after the other as the lock protocol asks for them. The run waits for them:
-  // the handshakes move on only between the modules' loads, and a lock asking for a connection
-  // while they are under way would open a third.
-  const opened = openConnections(pool, LOCK_CONNECTIONS, LOCK_CONNECTION_READY);
+  // The locks' connections, and those the job's run uses at once, open (and load their caches)
+  // while the handler loads, side by side, instead of one after the other as the run asks for
+  // them. The run waits for them: the handshakes move on only between the modules' loads, and a
+  // lock asking for a connection while they are under way would open another.
+  const opened = openConnections(pool, LOCK_CONNECTIONS + CONNECTIONS_AT_ONCE[name as JobName](config), LOCK_CONNECTION_READY);
   // Tracing loads beside the handler, after the job's first line.
   const [handler, traces] = await Promise.all([HANDLERS[name as JobName](), startTracingFor(config, logger, 'ecs-saas-backend-jobs'), opened]);
   // Exit 1 tells the execution "failed, alerted": only true once the runner's alert went out.

@@ -10,6 +10,7 @@
  * not every job's (docs/performance.md#process-start).
  */
 import type { JobName } from '../../lib/jobs.js';
+import type { Config } from '../config.js';
 import type { JobHandler } from './handler.js';
 
 // Each handler has its own checkpoint type; the runner treats them all alike.
@@ -25,3 +26,16 @@ export const HANDLERS = {
   'data-cleanup': async () => (await import('./data-cleanup.js')).dataCleanup,
   'weekly-export': async () => (await import('./weekly-export.js')).weeklyExport,
 } as const satisfies Record<JobName, HandlerLoader>;
+
+/**
+ * How many of the pool's connections a job's run uses at once, besides the runner's two lock
+ * connections: the job process opens them while its modules load, as it opens the locks'
+ * (app/jobs/cli.ts), rather than on the run's clock. billing-run: its batches side by side,
+ * and its plan beside them while they prepare. The others open theirs when they first query.
+ */
+export const CONNECTIONS_AT_ONCE = {
+  'billing-run': (config) => Math.min(config.DB_POOL_MAX, config.JOB_BATCH_CONCURRENCY + 1),
+  'report-aggregation': () => 0,
+  'data-cleanup': () => 0,
+  'weekly-export': () => 0,
+} as const satisfies Record<JobName, (config: Config) => number>;

@@ -80,7 +80,8 @@ async function keepDeadPeersDetectable(db: PoolClient): Promise<void> {
 const KEEPALIVES = `SELECT set_config('tcp_keepalives_idle', '20', false), set_config('tcp_keepalives_interval', '10', false), set_config('tcp_keepalives_count', '3', false)`;
 
 /**
- * What a lock connection runs as soon as it opens, while the job's modules load: the
+ * What a lock connection (and each connection the run uses at once, app/jobs/registry.ts) runs
+ * as soon as it opens, while the job's modules load: the
  * keepalives, and a look at `job_runs`, which load the new backend's caches (its first
  * statements took 40 to 60 ms each, on the run's clock, before the first lock was taken).
  */
