@@ -50,9 +50,8 @@ export const MAX_UNIT_PRICE_CENTS = 1_000_000;
 /** How long `prepareBillBatches` waits for a table's lock before it gives up. */
 const PREPARE_LOCK_TIMEOUT_MS = 100;
 
-/** The prepared statements' names of a batch (per connection). */
+/** The prepared lock statement's name (per connection). */
 const LOCK_BATCH = 'billing-lock-batch';
-const INSERT_BATCH = 'billing-insert-batch';
 
 /** Whom a period bills: the accounts active and created before it ended (a UTC midnight). */
 const BILLED = `status = 'active' AND created_at < $1::date::timestamp AT TIME ZONE 'UTC'`;
@@ -94,15 +93,15 @@ const INSERT_ONE = insertSums((column) => `${column} = $3::bigint`);
 const INSERT_RANGE = insertSums((column) => inRange(column, 3));
 
 /**
- * Prepares a batch's two statements on this connection, with nothing to lock or insert: a
+ * Readies a batch's two statements on this connection, with nothing to lock or insert: a
  * billing run's connections do it while the run takes its locks, so the first batches find
- * their statements parsed and their tables' descriptions loaded.
+ * the lock prepared and their tables' descriptions loaded.
  */
 export async function prepareBillBatches(db: Queryable, period: BillingPeriod): Promise<void> {
   // It only readies: rather than wait behind a lock on a table (an index being built), it gives up.
   await db.query(`SET LOCAL lock_timeout = ${PREPARE_LOCK_TIMEOUT_MS}`);
   await db.query({ name: LOCK_BATCH, text: LOCK_RANGE, values: [period.end, '0', '0'] });
-  await db.query({ name: INSERT_BATCH, text: INSERT_RANGE, values: [period.start, period.end, '0', '0'] });
+  await db.query({ text: INSERT_RANGE, values: [period.start, period.end, '0', '0'] });
 }
 
 /**
@@ -118,9 +117,12 @@ export async function billAccounts(
   period: BillingPeriod,
   batch: { afterAccountId: string; throughAccountId: string | null } | { accountId: string },
 ): Promise<BillBatch> {
-  // A batch's two statements are prepared once per connection (named): from the sixth batch on
-  // Postgres runs their generic plans instead of planning each batch anew. One account's
-  // invoice (the API's) is planned each time.
+  // The lock is prepared once per connection (named): from the sixth batch on Postgres runs its
+  // generic plan, a range of the primary key whatever the range. The insert is planned for each
+  // range (unnamed): a generic plan, blind to the range, reads usage through the time index,
+  // every row of the day for each batch, where the range's own plan reads the range's rows
+  // through the account index (20 batches of 5,000 accounts: 1.2 s against 1.5 s). One
+  // account's invoice (the API's) is planned each time.
   // The lock and the sum are two statements, on purpose: under READ COMMITTED a statement reads
   // with the snapshot it took when it began, so a sum in the lock's own statement (one CTE) would
   // miss a report that committed while the lock waited for it (test/billing-race.test.ts).
@@ -135,6 +137,6 @@ export async function billAccounts(
   const { accounts, last } = rows[0]!;
   if (accounts === 0) return { accounts: 0, inserted: 0, lastAccountId: null };
   // The rows inserted are the command's count: conflicts (invoices already there) are not counted.
-  const { rowCount } = await db.query({ name: INSERT_BATCH, text: INSERT_RANGE, values: [period.start, period.end, ...range] });
+  const { rowCount } = await db.query({ text: INSERT_RANGE, values: [period.start, period.end, ...range] });
   return { accounts, inserted: rowCount ?? 0, lastAccountId: last };
 }
