@@ -55,7 +55,7 @@ const PLAN = `WITH RECURSIVE cut(id) AS (
     ARRAY(SELECT cut.id::text FROM cut WHERE cut.id IS NOT NULL ORDER BY cut.id) AS ends
   FROM accounts WHERE ${ELIGIBLE}`;
 
-async function plan(db: Queryable, periodEnd: string, after: string, size: number) {
+export async function plan(db: Queryable, periodEnd: string, after: string, size: number) {
   const { rows } = await db.query<{ total: number; done: number; ends: string[] }>(PLAN, [periodEnd, after, size]);
   return rows[0]!;
 }

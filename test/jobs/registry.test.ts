@@ -2,7 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { CONTAINER_COMMANDS, JOBS, validateJobs, type JobName } from '../../lib/jobs.js';
 import type { JobHandler } from '../../app/jobs/handler.js';
-import { HANDLERS, type HandlerLoader } from '../../app/jobs/registry.js';
+import type { Config } from '../../app/config.js';
+import { CONNECTIONS_AT_ONCE, HANDLERS, type HandlerLoader } from '../../app/jobs/registry.js';
 
 describe('the handler registry', () => {
   it('has exactly one handler per job of the table', async () => {
@@ -29,6 +30,22 @@ describe('the handler registry', () => {
     } satisfies Record<JobName, HandlerLoader>;
     expect(Object.keys(missing)).toHaveLength(1);
     expect(Object.keys(extra)).toHaveLength(5);
+  });
+
+  it('opens at start the connections each run uses at once, never more than its pool holds', () => {
+    expect(Object.keys(CONNECTIONS_AT_ONCE).sort()).toEqual(JOBS.map((j) => j.name).sort());
+    const config = (DB_POOL_MAX: number, JOB_BATCH_CONCURRENCY: number) => ({ DB_POOL_MAX, JOB_BATCH_CONCURRENCY }) as Config;
+    // billing-run: its batches side by side, and its plan beside them, within the pool.
+    expect(CONNECTIONS_AT_ONCE['billing-run'](config(10, 2))).toBe(3);
+    expect(CONNECTIONS_AT_ONCE['billing-run'](config(4, 4))).toBe(4);
+    expect(CONNECTIONS_AT_ONCE['billing-run'](config(2, 1))).toBe(2);
+    for (const job of JOBS) {
+      for (const [max, lanes] of [[2, 1], [2, 2], [10, 2], [16, 16]] as const) {
+        const n = CONNECTIONS_AT_ONCE[job.name](config(max, lanes));
+        expect(n).toBeGreaterThanOrEqual(0);
+        expect(n).toBeLessThanOrEqual(max);
+      }
+    }
   });
 
   it('keeps job names apart from the container commands', () => {
