@@ -165,6 +165,20 @@ describe('billing-run and a database that refuses connections, turns read-only, 
     await expectCleanEnd(own, job);
   });
 
+  it('read-only until recording the attempt\'s end makes the budget\'s last try, which the database answers: the run goes on and succeeds', { timeout: 120_000 }, async () => {
+    await own.query(`DELETE FROM invoices`);
+    await own.query(`DELETE FROM job_runs`);
+    const job = start(['billing-run'], jobEnv(own, { ...SLOW, JOB_BATCH_SIZE: '2', JOB_RECONNECT_BACKOFF_MS: '50' }));
+    expect(await atWork(job, 1)).toBe(true);
+    // The spell ends once the record's next try is the one at the budget itself.
+    const atBudget = () => job.logs.some((l) => typeof l.inMs === 'number' && typeof l.outMs === 'number' && /could not record/.test(l.msg) && l.inMs + l.outMs >= (l.budgetMs as number) - 5);
+    await readOnly(own, async () => {
+      expect(await eventually(async () => atBudget(), 30_000, 10)).toBe(true);
+    });
+    await expectCleanEnd(own, job);
+    expect(job.logs.some((l) => /stayed unreachable/.test(l.msg))).toBe(false);
+  });
+
   it('its locks\' connections work but the handler can get none (53300): the run gives up after the budget, not an attempt row per try until its timeout', { timeout: 120_000 }, async () => {
     await own.query(`DELETE FROM invoices`);
     await own.query(`DELETE FROM job_runs`);

@@ -11,7 +11,7 @@ import { errorText } from '../shutdown.js';
 import { runAttempt } from './attempt.js';
 import { backoffMs } from './backoff.js';
 import { failRun, stopOf, type RunOutcome } from './outcome.js';
-import { RECONNECT, nextWaitMs, outOfReach } from './reconnect.js';
+import { RECONNECT, answeredAgain, nextWaitMs, outOfReach } from './reconnect.js';
 import type { RunState } from './run-state.js';
 import { failSpan, inSpan, spanEvent } from '../tracing/trace.js';
 
@@ -144,19 +144,24 @@ async function finishAttempt(s: RunState, runId: string, status: 'succeeded' | '
   const p = s.progress.snapshot();
   const sql = `UPDATE job_runs SET status = $2, finished_at = now(), processed = $3, total = $4, error = $5 WHERE id = $1 AND status = 'running'`;
   const params = [runId, status, p.processed, p.total, error];
+  let waited = false;
+  // After waiting, the database answered again: the session that follows is owed its try.
+  const recorded = () => {
+    if (waited) answeredAgain(s);
+  };
   for (;;) {
     const runLock = s.locks[0];
     if (runLock?.held) {
       try {
         await runLock.connection.query(sql, params);
-        return;
+        return recorded();
       } catch (err) {
         s.log.warn({ err: errorText(err) }, 'could not record the outcome on the lock connection; trying through the pool');
       }
     }
     try {
       await s.o.pool.query(sql, params);
-      return;
+      return recorded();
     } catch (err) {
       if (!isTransientDbError(err)) throw err;
       const { delay, outMs, budgetMs, over } = nextWaitMs(s);
@@ -167,6 +172,7 @@ async function finishAttempt(s: RunState, runId: string, status: 'succeeded' | '
       );
       // Not cut short by a stop: the record is what a rerun resumes from; the budget bounds it.
       await sleep(delay);
+      waited = true;
     }
   }
 }

@@ -12,7 +12,9 @@
  * try at the budget itself. The clock starts at the first trouble, whichever step meets it
  * (the handler's batch, recording the attempt's end, taking the locks again), and every step
  * that waits reads the same clock. It stops only when the run is at work again: an attempt
- * saved a checkpoint or wrote its heartbeat (`backInReach`). Taking an attempt's row is not
+ * saved a checkpoint or wrote its heartbeat (`backInReach`). When recording an attempt's end
+ * waited on the clock and then reached the database, the session tries again at once, even
+ * past the budget, once an outage: the record may have made the budget's last try. Taking an attempt's row is not
  * enough: with the connection slots nearly all taken, the locks' connections still work while
  * the handler's cannot be had, and a clock stopped there would loop, a row per attempt, until
  * the job's timeout. A run that works between its losses ends only at the job's timeout,
@@ -42,10 +44,29 @@ export const RECONNECT = Symbol('reconnect');
 /** One session: take the locks, check, attempt; its outcome, or RECONNECT. */
 export type Session = () => Promise<RunOutcome | typeof RECONNECT>;
 
+/** The run's time out of reach: since when, how many tries, and whether the session is owed a try. */
+export interface Outage {
+  readonly since: number;
+  tries: number;
+  /** A step that waited on the clock (recording an attempt's end) reached the database again. */
+  answered: boolean;
+  /** The try that answer owes the session was given: only once an outage. */
+  owedGiven: boolean;
+}
+
 /** The database is out of reach from now, unless it already was: the run's one clock starts. */
-export function outOfReach(s: RunState): { readonly since: number; tries: number } {
-  s.outage ??= { since: performance.now(), tries: 0 };
+export function outOfReach(s: RunState): Outage {
+  s.outage ??= { since: performance.now(), tries: 0, answered: false, owedGiven: false };
   return s.outage;
+}
+
+/**
+ * A step that waited on the clock has reached the database: the session that follows is owed
+ * its try at once, even at the budget, where the step may have spent the last try (once an
+ * outage, so a database that answers the run's records but never its batches still ends it).
+ */
+export function answeredAgain(s: RunState): void {
+  if (s.outage !== undefined) s.outage.answered = true;
 }
 
 /** The run saved a checkpoint or wrote its heartbeat: it is at work again, and the clock stops. */
@@ -64,6 +85,11 @@ export function nextWaitMs(s: RunState): { delay: number; outMs: number; tries: 
   const baseMs = s.o.config.JOB_RECONNECT_BACKOFF_MS;
   const budgetMs = reconnectBudgetMs(baseMs);
   const outMs = Math.round(performance.now() - outage.since);
+  if (outage.answered && !outage.owedGiven) {
+    outage.answered = false;
+    outage.owedGiven = true;
+    return { delay: 0, outMs, tries: outage.tries, budgetMs, over: false };
+  }
   const delay = Math.max(0, Math.min(backoffMs(baseMs, outage.tries), budgetMs - outMs));
   return { delay, outMs, tries: outage.tries, budgetMs, over: outMs >= budgetMs };
 }

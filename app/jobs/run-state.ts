@@ -3,6 +3,7 @@
  * earlier runs, the attempts, reconnecting, the outcome): its options, its log, its progress,
  * the signal that stops it, the locks of its current session and the run's counters.
  */
+import type { Outage } from './reconnect.js';
 import type { JobDefinition } from '../../lib/jobs.js';
 import type { Config, JobFaults } from '../config.js';
 import type { Pool, PoolClient } from '../db.js';
@@ -50,7 +51,7 @@ export class RunState {
    */
   firstAttempt: number | undefined;
   /** Since when the database has been out of reach, and the tries since (app/jobs/reconnect.ts); undefined while it answers. */
-  outage: { readonly since: number; tries: number } | undefined;
+  outage: Outage | undefined;
   /** What last sent the run to reconnect, for the message if it gives up. */
   lastTrouble?: string;
   /** Attempts made in this process, across reconnections. */
