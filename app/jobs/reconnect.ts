@@ -25,7 +25,7 @@ import { isTransientDbError } from '../db-errors.js';
 import { errorText } from '../shutdown.js';
 import { backoffMs, MAX_BACKOFF_MS } from './backoff.js';
 import { failRun, stopOf, type RunOutcome } from './outcome.js';
-import type { RunState } from './run-state.js';
+import type { Outage, RunState } from './run-state.js';
 import { spanEvent } from '../tracing/trace.js';
 
 /** The number of tries whose full backoffs make the reconnect budget. */
@@ -43,16 +43,6 @@ export const RECONNECT = Symbol('reconnect');
 
 /** One session: take the locks, check, attempt; its outcome, or RECONNECT. */
 export type Session = () => Promise<RunOutcome | typeof RECONNECT>;
-
-/** The run's time out of reach: since when, how many tries, and whether the session is owed a try. */
-export interface Outage {
-  readonly since: number;
-  tries: number;
-  /** A step that waited on the clock (recording an attempt's end) reached the database again. */
-  answered: boolean;
-  /** The try that answer owes the session was given: only once an outage. */
-  owedGiven: boolean;
-}
 
 /** The database is out of reach from now, unless it already was: the run's one clock starts. */
 export function outOfReach(s: RunState): Outage {

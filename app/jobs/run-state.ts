@@ -3,7 +3,6 @@
  * earlier runs, the attempts, reconnecting, the outcome): its options, its log, its progress,
  * the signal that stops it, the locks of its current session and the run's counters.
  */
-import type { Outage } from './reconnect.js';
 import type { JobDefinition } from '../../lib/jobs.js';
 import type { Config, JobFaults } from '../config.js';
 import type { Pool, PoolClient } from '../db.js';
@@ -13,6 +12,16 @@ import { JobMetrics } from './emf.js';
 import { Progress, ProgressLine } from './progress.js';
 import type { AnyJobHandler } from './registry.js';
 import { runLocation, type RunLocation } from './where.js';
+
+/** The run's time out of reach: since when, how many tries, and whether the session is owed a try. */
+export interface Outage {
+  readonly since: number;
+  tries: number;
+  /** A step that waited on the clock (recording an attempt's end) reached the database again. */
+  answered: boolean;
+  /** The try that answer owes the session was given: only once an outage. */
+  owedGiven: boolean;
+}
 
 export interface RunnerOptions {
   readonly job: JobDefinition;
